@@ -1,0 +1,22 @@
+"""Local tool-use apps, each a module with ENV_KEY, ENV_VERSION, initial_state, TOOLS and verify."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+APPS = {"hotel": "envs.local.hotel"}
+
+
+def get_app(env_key: str) -> ModuleType:
+    """The app module for an env_key; an unknown key lists the known ones."""
+    if env_key not in APPS:
+        raise KeyError(f"unknown local env {env_key!r} (known: {', '.join(sorted(APPS))})")
+    return importlib.import_module(APPS[env_key])
+
+
+def tool_signatures(app: ModuleType) -> list[str]:
+    """``name(arg, ...)`` per tool, in the order the MCP server lists them and their arguments."""
+    import inspect
+
+    return [f"{name}({', '.join(list(inspect.signature(fn).parameters)[1:])})" for name, fn in app.TOOLS.items()]

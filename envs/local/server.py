@@ -1,0 +1,126 @@
+"""Serve a local app as a real MCP server (streamable HTTP, 127.0.0.1) with per-episode state.
+
+One process serves many episodes. Each episode is keyed by the ``x-episode-id`` HTTP header its client
+sends; its state is seeded through a small admin API beside ``/mcp`` and read back for verification:
+
+    POST   /episodes            {"episode_id", "env_variables", "initial_state"}   seed (or reset)
+    GET    /episodes/{id}       the current state (for the verifier; the agent never sees it)
+    DELETE /episodes/{id}       free it
+    GET    /health
+
+Run as ``python -m envs.local.server --app hotel``: it prints ``READY <port>`` once listening on a free
+port, and exits by itself when its parent process dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+EPISODE_HEADER = "x-episode-id"
+
+
+def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any) -> Any:
+    """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    signature = inspect.signature(fn, eval_str=True)
+    params = list(signature.parameters.values())[1:]
+
+    @functools.wraps(fn)
+    def tool(*args: Any, **kwargs: Any) -> str:
+        ctx: Context = kwargs.pop("ctx")
+        episode_id = (ctx.headers or {}).get(EPISODE_HEADER)
+        if episode_id not in episodes:
+            raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
+        try:
+            return json.dumps(fn(episodes[episode_id], *args, **kwargs), separators=(", ", ": "))
+        except app.AppError as exc:
+            raise ToolError(str(exc)) from None
+
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    tool.__signature__ = signature.replace(parameters=[*params, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"ctx": Context, "return": str}
+    return tool
+
+
+def build_app(app: ModuleType):
+    """The Starlette app: the MCP endpoint at ``/mcp`` plus the episode admin routes."""
+    from mcp.server.mcpserver import MCPServer
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    episodes: dict[str, dict[str, Any]] = {}
+    server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
+    for name, fn in app.TOOLS.items():
+        server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
+
+    @server.custom_route("/episodes", methods=["POST"])
+    async def seed(request: Request) -> Response:
+        body = await request.json()
+        episode_id = str(body["episode_id"])
+        episodes[episode_id] = app.initial_state(body.get("env_variables", {}), body.get("initial_state", {}))
+        return JSONResponse({"episode_id": episode_id, "state": episodes[episode_id]})
+
+    @server.custom_route("/episodes/{episode_id}", methods=["GET", "DELETE"])
+    async def episode(request: Request) -> Response:
+        episode_id = request.path_params["episode_id"]
+        if episode_id not in episodes:
+            return JSONResponse({"error": f"no episode {episode_id}"}, status_code=404)
+        state = episodes.pop(episode_id) if request.method == "DELETE" else episodes[episode_id]
+        return JSONResponse(state)
+
+    @server.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> Response:
+        return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes)})
+
+    return server.streamable_http_app(json_response=True)
+
+
+def _listen_socket() -> socket.socket:
+    # IPPROTO_TCP explicitly: a plain socket() handed to uvicorn costs ~44 ms per request (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    return sock
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    from envs.local import get_app
+
+    parser = argparse.ArgumentParser(description="Serve a local tool-use app over MCP on 127.0.0.1.")
+    parser.add_argument("--app", required=True, help="env_key of the app to serve")
+    args = parser.parse_args(argv)
+    app = get_app(args.app)
+    _exit_with_parent(os.getppid())
+    sock = _listen_socket()
+    print(f"READY {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(build_app(app), log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Pack variable-length episodes into padded tensors for the policy update."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+def pad_right(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
+    """``(B, max_len)`` long tensor, each row padded on the right with ``value``."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+@dataclass
+class TrainBatch:
+    """input_ids, attention_mask: ``(B, L)``; loss_mask: ``(B, L-1)`` aligned to targets ``input_ids[:, 1:]``;
+    advantages: ``(B,)``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    advantages: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, index: torch.Tensor) -> TrainBatch:
+        return TrainBatch(self.input_ids[index], self.attention_mask[index], self.loss_mask[index], self.advantages[index])
+
+
+def collate(token_ids: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]], advantages: Sequence[float], pad_id: int) -> TrainBatch:
+    """A right-padded batch; ``loss_masks[i][t]`` is 1 where token t of sequence i is the model's own."""
+    ids = pad_right(token_ids, pad_id)
+    attention = pad_right([[1] * len(t) for t in token_ids], 0)
+    mask = pad_right(loss_masks, 0)
+    return TrainBatch(ids, attention, mask[:, 1:].float(), torch.tensor(advantages, dtype=torch.float32))

@@ -1,0 +1,95 @@
+"""TrainerConfig: every key of one GRPO trial, typed, bounded and documented once.
+
+Imports no torch, so the sweep driver validates trial configs instantly. Any field here can be swept by
+its dotted path (``optim.lr``, ``algorithm.kl_coef``, ``rollout.n_samples_per_prompt``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from grpo.configbase import StrictModel, read_yaml, validate
+
+DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "envs" / "data" / "hotel.jsonl")
+
+
+class ModelConfig(StrictModel):
+    """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs)."""
+
+    type: Literal["tiny"] = "tiny"
+    hidden_size: int = Field(128, ge=8, description="Width of the tiny model.")
+    num_layers: int = Field(2, ge=1, description="Decoder layers of the tiny model.")
+    num_heads: int = Field(4, ge=1, description="Attention heads (hidden_size must divide by it).")
+    intermediate_size: int = Field(256, ge=8, description="MLP width of the tiny model.")
+    warmstart_steps: int = Field(150, ge=0, description="Supervised steps on reference solutions before RL.")
+    warmstart_lr: float = Field(3e-3, gt=0, description="Learning rate of the warm-start.")
+    warmstart_batch_size: int = Field(16, ge=1, description="Sequences per warm-start step.")
+    cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must be a multiple of num_heads {self.num_heads}")
+        return self
+
+
+class OptimConfig(StrictModel):
+    """AdamW on the policy."""
+
+    lr: float = Field(1e-3, gt=0, le=1, description="Learning rate of the RL phase.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global norm.")
+
+
+class AlgorithmConfig(StrictModel):
+    """The GRPO objective."""
+
+    kl_coef: float = Field(0.01, ge=0, description="Weight of the KL penalty to the frozen reference; 0 loads none.")
+    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range: ratios outside 1 +/- clip_eps are clipped.")
+    mini_batches: int = Field(2, ge=1, description="Optimizer steps per rollout batch (later ones are off-policy).")
+    std_eps: float = Field(1e-6, gt=0, description="Added to a group's reward std before dividing.")
+
+
+class RolloutConfig(StrictModel):
+    """How episodes are sampled."""
+
+    n_samples_per_prompt: int = Field(4, ge=2, le=64, description="Group size: samples per task per step.")
+    prompts_per_step: int = Field(4, ge=1, description="Tasks per GRPO step.")
+    temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature.")
+    max_turns: int = Field(4, ge=1, description="Model turns per episode.")
+    max_generate_length: int = Field(64, ge=1, description="Tokens the model may generate per turn.")
+    max_sequence_length: int = Field(640, ge=16, description="Tokens in a whole episode; longer ones end there.")
+
+
+class EnvConfig(StrictModel):
+    """Where tasks come from and how environments are reached."""
+
+    tasks_path: str = Field(DEFAULT_TASKS, description="JSONL task records.")
+    env_keys: list[str] | None = Field(None, description="Keep only tasks of these env_keys (None: all).")
+    max_tasks: int | None = Field(None, ge=1, description="Keep at most this many tasks (after filtering).")
+    max_concurrent: int = Field(32, ge=1, description="Open MCP sessions per trial at most.")
+    call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call.")
+
+
+class TrainerConfig(StrictModel):
+    """One GRPO trial."""
+
+    model: ModelConfig = ModelConfig()
+    optim: OptimConfig = OptimConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    env: EnvConfig = EnvConfig()
+    total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
+    seed: int = Field(0, description="Seeds task order, sampling and initialisation.")
+    torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads (None: torch's default).")
+
+
+def load_trainer_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainerConfig:
+    """Read a TrainerConfig from YAML, apply dotted overrides, validate with errors naming the file."""
+    from grpo.configbase import apply_overrides
+
+    data = apply_overrides(read_yaml(path), overrides or {})
+    return validate(TrainerConfig, data, str(path))

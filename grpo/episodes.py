@@ -1,0 +1,143 @@
+"""Multi-turn episodes, token-in/token-out: each episode is a coroutine; their model turns are batched.
+
+An episode opens an MCP session for its task, renders the prompt once, then alternates: the model's
+sampled ids (loss mask 1) and the tool turn's ids (loss mask 0). It ends on ``<done>``, after
+``max_turns`` model turns, when a turn hits ``max_generate_length`` without finishing, or when the next
+turn could not fit in ``max_sequence_length``. A malformed answer gets an error message as its tool
+result. A failure of the environment marks the episode ``env_error`` (left out of the advantage).
+Leaves out: ``max_input_length`` and the DAPO overlong filter (issue 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from envs.client import EnvClient, EnvError
+from envs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
+from envs.task import Task
+from grpo.chat import ChatFormat, opening_messages
+from grpo.rollout import Completion, Generator, SamplingParams
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    max_turns: int
+    max_generate_length: int
+    max_sequence_length: int
+    temperature: float
+
+
+@dataclass
+class Trajectory:
+    """One finished episode."""
+
+    task_key: str
+    env_key: str
+    group_id: int
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    prompt_length: int = 0
+    reward: float = 0.0
+    num_turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    stop_reason: str = "max_turns"
+    env_error: bool = False
+    error: str = ""
+
+    def append(self, ids: Sequence[int], own: bool) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([1 if own else 0] * len(ids))
+
+
+class GenerationBatcher:
+    """Collects one generation request per live episode, then runs them as one batch."""
+
+    def __init__(self, generator: Generator, sampling: SamplingParams, live: int):
+        self.generator = generator
+        self.sampling = sampling
+        self.live = live
+        self.pending: list[tuple[list[int], asyncio.Future[Completion]]] = []
+
+    async def generate(self, prompt: list[int]) -> Completion:
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self.pending.append((prompt, future))
+        self._maybe_flush()
+        return await future
+
+    def finished(self) -> None:
+        self.live -= 1
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if not self.pending or len(self.pending) < self.live:
+            return
+        batch, self.pending = self.pending, []
+        completions = self.generator.generate([p for p, _ in batch], self.sampling)
+        for (_, future), completion in zip(batch, completions):
+            future.set_result(completion)
+
+
+async def _run_episode(task: Task, group_id: int, client: EnvClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> Trajectory:
+    traj = Trajectory(task.task_key, task.env_key, group_id)
+    released = False
+
+    def release() -> None:  # exactly once per episode, or the other episodes' batch never fills
+        nonlocal released
+        if not released:
+            released = True
+            batcher.finished()
+
+    try:
+        async with client.episode(task) as session:
+            signatures = [tool_signature(t.name, t.input_schema) for t in session.tools]
+            traj.append(chat.prompt_ids(opening_messages(task.prompt, signatures, task.env_variables)), own=False)
+            traj.prompt_length = len(traj.token_ids)
+            await _turns(traj, session, batcher, chat, limits)
+            release()
+            traj.reward = await session.score()
+    except EnvError as exc:
+        traj.env_error, traj.stop_reason, traj.error = True, "env_error", str(exc)
+    finally:
+        release()
+    return traj
+
+
+async def _turns(traj: Trajectory, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> None:
+    for _ in range(limits.max_turns):
+        if len(traj.token_ids) + limits.max_generate_length > limits.max_sequence_length:
+            traj.stop_reason = "max_sequence_length"
+            return
+        completion = await batcher.generate(traj.token_ids)
+        traj.append(completion.token_ids, own=True)
+        traj.num_turns += 1
+        if completion.finish_reason == "length":
+            traj.stop_reason = "max_generate_length"
+            return
+        action = parse_action(chat.decode(completion.token_ids[:-1]))
+        if isinstance(action, Done):
+            traj.stop_reason = "done"
+            return
+        if isinstance(action, ToolCall):
+            traj.tool_calls += 1
+            result = await session.call_tool(action.name, action.arguments)
+            text, failed = result.text, result.is_error
+        else:
+            assert isinstance(action, Malformed)
+            text, failed = action.error, True
+        traj.tool_errors += int(failed)
+        traj.append(chat.tool_turn_ids(text), own=False)
+    traj.stop_reason = "max_turns"
+
+
+async def run_episodes(
+    tasks: Sequence[Task], n_samples: int, clients: Mapping[str, EnvClient], generator: Generator, chat: ChatFormat, limits: EpisodeLimits
+) -> list[Trajectory]:
+    """``n_samples`` episodes of each task (task i is group i, each on its env_key's client), model turns
+    batched across all of them."""
+    sampling = SamplingParams(limits.max_generate_length, limits.temperature)
+    batcher = GenerationBatcher(generator, sampling, live=len(tasks) * n_samples)
+    jobs = [(task, group) for group, task in enumerate(tasks) for _ in range(n_samples)]
+    return list(await asyncio.gather(*[_run_episode(task, group, clients[task.env_key], batcher, chat, limits) for task, group in jobs]))

@@ -1,0 +1,107 @@
+"""Reward metrics as pure functions over per-sample records, named as the users' dashboards name them.
+
+``variance_per_prompt`` is the mean over prompt groups of the population variance of the group's
+rewards (binary rewards, 4 samples: at most 0.25). Samples with an environment error are left out of
+their group. Leaves out: eval pass@k and trajectory statistics (issue 4).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from statistics import fmean, pvariance
+
+
+@dataclass(frozen=True)
+class SampleOutcome:
+    """What the metrics need to know about one episode."""
+
+    env_key: str
+    group_id: int
+    reward: float
+    env_error: bool = False
+
+
+def pass_threshold(reward: float) -> bool:
+    """Binary rewards: an episode passes when its reward is at least 0.5."""
+    return reward >= 0.5
+
+
+def group_rewards(outcomes: Iterable[SampleOutcome]) -> dict[int, list[float]]:
+    """Rewards of the valid samples of each group, keyed by group id; groups left empty are dropped."""
+    groups: dict[int, list[float]] = defaultdict(list)
+    for o in outcomes:
+        if not o.env_error:
+            groups[o.group_id].append(o.reward)
+    return {g: r for g, r in groups.items() if r}
+
+
+def variance_per_prompt(groups: Sequence[Sequence[float]]) -> float:
+    """Mean over groups of the population variance of each group's rewards; 0 for no groups."""
+    if not groups:
+        return 0.0
+    return fmean(pvariance(g) if len(g) > 1 else 0.0 for g in groups)
+
+
+def frac_zero_variance(groups: Sequence[Sequence[float]]) -> float:
+    """Share of groups whose rewards are all equal (no learning signal)."""
+    if not groups:
+        return 0.0
+    return sum(1 for g in groups if max(g) == min(g)) / len(groups)
+
+
+def _reward_block(outcomes: list[SampleOutcome], prefix: str) -> dict[str, float]:
+    valid = [o for o in outcomes if not o.env_error]
+    groups = list(group_rewards(outcomes).values())
+    rewards = [o.reward for o in valid]
+    return {
+        f"{prefix}pass_at_1": fmean(pass_threshold(r) for r in rewards) if rewards else 0.0,
+        f"{prefix}raw_reward": fmean(rewards) if rewards else 0.0,
+        f"{prefix}variance_per_prompt": variance_per_prompt(groups),
+        f"{prefix}frac_zero_variance": frac_zero_variance(groups),
+        f"{prefix}env_error_frac": (len(outcomes) - len(valid)) / len(outcomes) if outcomes else 0.0,
+    }
+
+
+def reward_metrics(outcomes: Sequence[SampleOutcome]) -> dict[str, float]:
+    """Overall and per-env reward metrics: ``reward/avg_pass_at_1``, ``reward/{env}/pass_at_1``, ...
+
+    Overall pass@1 and raw reward are averaged over samples (not over envs).
+    """
+    overall = _reward_block(list(outcomes), "reward/")
+    metrics = {
+        "reward/avg_pass_at_1": overall.pop("reward/pass_at_1"),
+        "reward/avg_raw_reward": overall.pop("reward/raw_reward"),
+        **overall,
+    }
+    by_env: dict[str, list[SampleOutcome]] = defaultdict(list)
+    for o in outcomes:
+        by_env[o.env_key].append(o)
+    for env_key, env_outcomes in sorted(by_env.items()):
+        metrics.update(_reward_block(env_outcomes, f"reward/{env_key}/"))
+    return metrics
+
+
+def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
+    """``rollout/*``: mean turns, tool calls, tool error rate, response tokens, and stop-reason shares.
+
+    ``trajectories`` are records with ``num_turns``, ``tool_calls``, ``tool_errors``, ``loss_mask`` and
+    ``stop_reason`` attributes.
+    """
+    if not trajectories:
+        return {}
+    calls = sum(t.tool_calls for t in trajectories)
+    turns = sum(t.num_turns for t in trajectories)
+    metrics = {
+        "rollout/num_turns": turns / len(trajectories),
+        "rollout/tool_calls": calls / len(trajectories),
+        "rollout/tool_error_rate": sum(t.tool_errors for t in trajectories) / max(turns, 1),
+        "rollout/response_tokens": fmean(sum(t.loss_mask) for t in trajectories),
+    }
+    reasons = defaultdict(int)
+    for t in trajectories:
+        reasons[t.stop_reason] += 1
+    for reason, count in sorted(reasons.items()):
+        metrics[f"rollout/stop_{reason}_frac"] = count / len(trajectories)
+    return metrics

@@ -1,0 +1,38 @@
+"""The reporter seam: the trainer reports once per step and never knows who listens (Tune, a console, a test)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Protocol, TextIO
+
+
+class Reporter(Protocol):
+    def report(self, step: int, metrics: dict[str, float]) -> None: ...
+
+
+class ConsoleReporter:
+    """One line per step with the headline metrics; the full metrics as JSON lines to ``jsonl`` if given."""
+
+    HEADLINE = ("reward/avg_pass_at_1", "reward/variance_per_prompt", "policy/clip_frac", "policy/kl", "timing/step_s")
+
+    def __init__(self, stream: TextIO = sys.stdout, jsonl: TextIO | None = None):
+        self.stream = stream
+        self.jsonl = jsonl
+
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        parts = [f"{k.split('/')[-1]}={metrics[k]:.4g}" for k in self.HEADLINE if k in metrics]
+        print(f"step {step}: " + " ".join(parts), file=self.stream, flush=True)
+        if self.jsonl is not None:
+            self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+            self.jsonl.flush()
+
+
+class ListReporter:
+    """Keeps every report in memory (tests, notebooks)."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[int, dict[str, float]]] = []
+
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        self.reports.append((step, dict(metrics)))

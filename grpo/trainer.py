@@ -1,0 +1,94 @@
+"""The GRPO step loop: an outline of named calls. Usable without Tune: ``train(cfg, reporter)``.
+
+One step: draw tasks, run ``n_samples_per_prompt`` episodes of each against the environment, compute
+group-relative advantages, update the policy, report metrics once. Leaves out: checkpoint/resume, eval,
+FSDP2 (issue 4), vLLM (issue 9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import ExitStack
+
+import torch
+
+from envs.client import EnvClient
+from envs.local.launch import LocalEnvServer
+from grpo.algorithm import group_advantages
+from grpo.batching import collate
+from grpo.chat import ChatFormat
+from grpo.config import TrainerConfig
+from grpo.data import TaskSampler, select_tasks
+from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
+from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
+from grpo.policy import load_policy
+from grpo.reporting import Reporter
+from grpo.rollout.hf import HFGenerator
+from grpo.tiny import load_tokenizer
+from grpo.update import UpdateSettings, policy_update
+from grpo.warmstart import base_policy_path
+
+
+def train(cfg: TrainerConfig, reporter: Reporter) -> None:
+    """Run ``cfg.total_steps`` GRPO steps, reporting after each."""
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    torch.manual_seed(cfg.seed)
+    tasks = select_tasks(cfg.env)
+    base = str(base_policy_path(cfg.model, tasks, cfg.seed))
+    chat = ChatFormat(load_tokenizer(base))
+    policy = load_policy(base, trainable=True)
+    reference = load_policy(base, trainable=False) if cfg.algorithm.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    generator = HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id)
+    sampler = TaskSampler(tasks, cfg.seed)
+    shuffle = torch.Generator().manual_seed(cfg.seed)
+    limits = EpisodeLimits(cfg.rollout.max_turns, cfg.rollout.max_generate_length, cfg.rollout.max_sequence_length, cfg.rollout.temperature)
+    settings = UpdateSettings(cfg.algorithm.clip_eps, cfg.algorithm.kl_coef, cfg.algorithm.mini_batches, cfg.optim.max_grad_norm, cfg.rollout.temperature)
+    with ExitStack() as stack:
+        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
+        for step in range(1, cfg.total_steps + 1):
+            started = time.perf_counter()
+            batch_tasks = sampler.next_batch(cfg.rollout.prompts_per_step)
+            trajectories = collect(batch_tasks, cfg, urls, generator, chat, limits)
+            rollout_s = time.perf_counter() - started
+            advantages = trajectory_advantages(trajectories, cfg.rollout.n_samples_per_prompt, cfg.algorithm.std_eps)
+            trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
+            stats = {}
+            if trained:
+                batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], chat.pad_id)
+                stats = policy_update(policy, reference, optimizer, batch, settings, shuffle)
+            step_s = time.perf_counter() - started
+            reporter.report(step, step_metrics(trajectories, stats, rollout_s, step_s, cfg.optim.lr))
+
+
+def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: ChatFormat, limits: EpisodeLimits) -> list[Trajectory]:
+    """Episodes for one step, grouped by task (``n_samples_per_prompt`` consecutive ones per task)."""
+
+    async def run() -> list[Trajectory]:
+        clients = {key: EnvClient(url, cfg.env.max_concurrent, cfg.env.call_timeout_s) for key, url in urls.items()}
+        return await run_episodes(tasks, cfg.rollout.n_samples_per_prompt, clients, generator, chat, limits)
+
+    return asyncio.run(run())
+
+
+def trajectory_advantages(trajectories: list[Trajectory], n_samples: int, std_eps: float) -> list[float]:
+    """Group-relative advantages in trajectory order (groups are consecutive runs of ``n_samples``)."""
+    rewards = torch.tensor([t.reward for t in trajectories]).view(-1, n_samples)
+    valid = torch.tensor([not t.env_error for t in trajectories]).view(-1, n_samples)
+    return group_advantages(rewards, valid, std_eps).flatten().tolist()
+
+
+def step_metrics(trajectories: list[Trajectory], stats: dict[str, float], rollout_s: float, step_s: float, lr: float) -> dict[str, float]:
+    outcomes = [SampleOutcome(t.env_key, t.group_id, t.reward, t.env_error) for t in trajectories]
+    tokens = sum(len(t.token_ids) for t in trajectories)
+    return {
+        **reward_metrics(outcomes),
+        **rollout_metrics(trajectories),
+        **stats,
+        "policy/lr": lr,
+        "timing/rollout_s": rollout_s,
+        "timing/step_s": step_s,
+        "perf/tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
+    }

@@ -1,0 +1,146 @@
+"""The base policy for CPU runs: a tiny model warm-started on the tasks' reference solutions, cached.
+
+Reference conversations are replayed in-process against the app's own tool functions (the same code the
+MCP server runs), rendered with ``ChatFormat`` exactly as episodes are, and the model is trained with
+cross-entropy on its own turns only. A short warm-start leaves a policy that solves some tasks and not
+others, so GRPO has signal. The result is saved under the cache directory, keyed by everything it
+depends on, and built once (a file lock keeps concurrent trials from building it twice).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envs.local import get_app, tool_signatures
+from envs.protocol import DONE, ToolCall, format_call, format_result
+from envs.task import Task
+from grpo.chat import ChatFormat, opening_messages
+from grpo.config import ModelConfig
+
+BUILD_VERSION = "1"  # bump when the tokenizer, the model or the warm-start recipe changes
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A reference episode: the opening messages, then (model text, tool result or None) per turn."""
+
+    messages: list[dict[str, str]]
+    turns: list[tuple[str, str | None]]
+
+
+def reference_conversation(task: Task) -> Conversation:
+    """Replay a task's solution in-process and render it as the agent would have seen it."""
+    app = get_app(task.env_key)
+    calls = [(c.name, c.arguments) for c in task.solution]
+    _, _, results = app.replay(task.env_variables, task.initial_state, calls)
+    messages = opening_messages(task.prompt, tool_signatures(app), task.env_variables)
+    turns: list[tuple[str, str | None]] = [
+        (format_call(ToolCall(name, args)), format_result(result)) for (name, args), result in zip(calls, results)
+    ]
+    turns.append((DONE, None))
+    return Conversation(messages, turns)
+
+
+def conversation_texts(conv: Conversation) -> list[str]:
+    return [m["content"] for m in conv.messages] + [t for turn in conv.turns for t in turn if t]
+
+
+def supervised_example(chat: ChatFormat, conv: Conversation) -> tuple[list[int], list[int]]:
+    """Token ids of the whole reference episode and a mask that is 1 on the model's own tokens."""
+    ids = chat.prompt_ids(conv.messages)
+    mask = [0] * len(ids)
+    for text, result in conv.turns:
+        own = chat.assistant_ids(text)
+        ids += own
+        mask += [1] * len(own)
+        if result is not None:
+            tool = chat.tool_turn_ids(result)
+            ids += tool
+            mask += [0] * len(tool)
+    return ids, mask
+
+
+def _extra_vocabulary() -> list[str]:
+    """Words an episode may show that no reference conversation contains: numbers, error messages."""
+    numbers = [str(i) for i in range(100)] + [f"{i:02d}" for i in range(10)]
+    errors = "Error executing tool error no action found unknown tool not valid JSON missing timed out past invalid"
+    return [" ".join(numbers), errors, "<|im_start|>tool\n<|im_start|>assistant\n<|im_start|>system\n<|im_start|>user\n"]
+
+
+def cache_key(cfg: ModelConfig, tasks: list[Task], seed: int) -> str:
+    payload = {
+        "version": BUILD_VERSION,
+        "model": cfg.model_dump(exclude={"cache_dir"}),
+        "tasks": [t.model_dump() for t in tasks],
+        "seed": seed,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_root(cfg: ModelConfig) -> Path:
+    return Path(cfg.cache_dir or os.environ.get("GRPO_SWEEP_CACHE") or Path.home() / ".cache" / "grpo-sweep")
+
+
+def base_policy_path(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path:
+    """The directory of the warm-started base policy (model + tokenizer), building it if missing."""
+    root = cache_root(cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"tiny-{cache_key(cfg, tasks, seed)}"
+    with open(root / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "warmstart.json").is_file():
+            _build(cfg, tasks, seed, target)
+    return target
+
+
+def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None:
+    from grpo.tiny import build_model, build_tokenizer
+
+    conversations = [reference_conversation(t) for t in tasks]
+    corpus = [text for conv in conversations for text in conversation_texts(conv)] + _extra_vocabulary()
+    tokenizer = build_tokenizer(corpus)
+    chat = ChatFormat(tokenizer)
+    model = build_model(tokenizer, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size, seed)
+    examples = [supervised_example(chat, conv) for conv in conversations]
+    stats = supervised_train(model, examples, chat.pad_id, cfg.warmstart_steps, cfg.warmstart_lr, cfg.warmstart_batch_size, seed)
+    tmp = target.with_name(target.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "warmstart.json").write_text(json.dumps({**stats, "tasks": len(tasks), "vocab": len(tokenizer)}, indent=2))
+    tmp.rename(target)
+
+
+def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int) -> dict[str, Any]:
+    """Cross-entropy on masked tokens, random mini-batches; returns the first and last losses and the time."""
+    import torch
+
+    from grpo.batching import pad_right
+
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses: list[float] = []
+    started = time.perf_counter()
+    for _ in range(steps):
+        batch = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
+        ids = pad_right([b[0] for b in batch], pad_id)
+        mask = pad_right([b[1] for b in batch], 0)
+        attention = pad_right([[1] * len(b[0]) for b in batch], 0)
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        target_mask = mask[:, 1:].float()
+        loss = (token_loss * target_mask).sum() / target_mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return {"first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None, "seconds": time.perf_counter() - started}

@@ -1,0 +1,116 @@
+"""``python -m sweep``: run, validate, train.
+
+    python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
+    python -m sweep validate space.yaml                       # check a space file, start nothing
+    python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
+
+Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from grpo.configbase import ConfigError
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from sweep.config import load_sweep_config, sampled_trial_count
+
+    cfg = load_sweep_config(args.space)
+    print(f"{args.space}: ok — {sampled_trial_count(cfg)} trials, searcher {cfg.search.searcher}, scheduler {cfg.scheduler.type}, "
+          f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.base_trainer().total_steps} steps each")
+    for key, dist in cfg.space.items():
+        print(f"  {key}: {dist.model_dump()}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sweep.config import load_sweep_config
+
+    cfg = load_sweep_config(args.space)
+    if args.storage:
+        cfg = cfg.model_copy(update={"storage": args.storage})
+    if args.num_samples:
+        cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"num_samples": args.num_samples})})
+    return run_sweep(cfg)
+
+
+def run_sweep(cfg) -> int:
+    """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed."""
+    import ray
+
+    from sweep import leaderboard
+    from sweep.tuner import build_tuner, storage_path
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        results = build_tuner(cfg).fit()
+    finally:
+        ray.shutdown()
+    total = cfg.base_trainer().total_steps
+    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space)) for r in results]
+    rows = leaderboard.rank(rows, cfg.search.mode)
+    leaderboard.render(rows, cfg.search.metric)
+    saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")
+    print(f"results: {saved.parent}")
+    return 1 if rows and all(r.status == "error" for r in rows) else 0
+
+
+def _parse_set(items: list[str]) -> dict[str, object]:
+    overrides: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: write it as dotted.key=value")
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from grpo.config import TrainerConfig
+    from grpo.configbase import apply_overrides, read_yaml, validate
+    from sweep.config import load_sweep_config
+
+    data = read_yaml(args.config)
+    base = load_sweep_config(args.config).trainer if "space" in data or "search" in data else data
+    cfg = validate(TrainerConfig, apply_overrides(base, _parse_set(args.set)), str(args.config))
+    from grpo.reporting import ConsoleReporter
+    from grpo.trainer import train
+
+    train(cfg, ConsoleReporter())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweep", description="Hyperparameter sweeps of GRPO tool-use agents on Ray Tune.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a sweep and print the leaderboard")
+    run.add_argument("space", type=Path)
+    run.add_argument("--storage", help="results directory (overrides the file's storage)")
+    run.add_argument("--num-samples", type=int, help="trials to run (overrides search.num_samples)")
+    run.set_defaults(func=_cmd_run)
+    check = commands.add_parser("validate", help="check a space file without running it")
+    check.add_argument("space", type=Path)
+    check.set_defaults(func=_cmd_validate)
+    train = commands.add_parser("train", help="run one trial without Tune (a trainer YAML, or a space file's base)")
+    train.add_argument("config", type=Path)
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
+    train.set_defaults(func=_cmd_train)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The Tune trainable: one trial = the base trainer config plus the sampled dotted overrides.
+
+``run_trial`` validates the trial's config, then runs the GRPO trainer with a reporter that hands each
+step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo.config import TrainerConfig
+from grpo.configbase import apply_overrides, validate
+
+
+class TuneReporter:
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        from ray import tune
+
+        tune.report({**metrics, "step": step})
+
+
+def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConfig:
+    return validate(TrainerConfig, apply_overrides(base, overrides), "trial config")
+
+
+def run_trial(config: dict[str, Any], base: dict[str, Any]) -> None:
+    from grpo.trainer import train
+
+    train(trial_config(base, config), TuneReporter())

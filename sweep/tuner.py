@@ -1,0 +1,74 @@
+"""Build the Ray Tune ``Tuner`` for a validated SweepConfig: searcher, scheduler, resources, storage.
+
+Leaves out (issue 6): PBT, median stopping, the zero-signal stopper, S3, W&B, resume.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sweep.config import SweepConfig
+from sweep.space import tune_param_space
+from sweep.trial import run_trial
+
+
+def storage_path(cfg: SweepConfig) -> Path:
+    return Path(cfg.storage).expanduser().resolve()
+
+
+def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
+    """The base trainer config each trial starts from; torch threads follow the trial's CPU share."""
+    base = dict(cfg.trainer)
+    base.setdefault("torch_threads", max(1, int(cfg.resources.cpus_per_trial)))
+    return base
+
+
+def build_searcher(cfg: SweepConfig):
+    from ray.tune.search import BasicVariantGenerator
+
+    if cfg.search.searcher == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
+        return OptunaSearch(sampler=sampler)
+    return BasicVariantGenerator(random_state=cfg.search.seed)
+
+
+def build_scheduler(cfg: SweepConfig):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if cfg.scheduler.type == "asha":
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=cfg.base_trainer().total_steps,
+            grace_period=cfg.scheduler.grace_period,
+            reduction_factor=cfg.scheduler.reduction_factor,
+        )
+    return FIFOScheduler()
+
+
+def build_tuner(cfg: SweepConfig):
+    from ray import tune
+
+    resources = {"cpu": cfg.resources.cpus_per_trial, "gpu": cfg.resources.gpus_per_trial}
+    trainable = tune.with_resources(tune.with_parameters(run_trial, base=base_trainer_dict(cfg)), resources)
+    return tune.Tuner(
+        trainable,
+        param_space=tune_param_space(cfg),
+        tune_config=tune.TuneConfig(
+            metric=cfg.search.metric,
+            mode=cfg.search.mode,
+            search_alg=build_searcher(cfg),
+            scheduler=build_scheduler(cfg),
+            num_samples=cfg.search.num_samples,
+            max_concurrent_trials=cfg.max_concurrent_trials,
+        ),
+        run_config=tune.RunConfig(
+            name=cfg.name,
+            storage_path=str(storage_path(cfg)),
+            stop={"training_iteration": cfg.base_trainer().total_steps},
+            verbose=1,
+        ),
+    )

@@ -1,0 +1,55 @@
+"""Shared fixtures: a private cache for built base policies, a live hotel MCP server, the task set."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from envs.local.launch import LocalEnvServer
+from envs.task import load_tasks
+from grpo.config import DEFAULT_TASKS
+
+# Small enough to build in seconds; the tests check mechanics, not how well the policy does.
+TEST_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "warmstart_steps": 20, "warmstart_batch_size": 8}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Base policies built by tests go to a temporary directory (Ray workers inherit the variable)."""
+    path = tmp_path_factory.mktemp("grpo-cache")
+    old = os.environ.get("GRPO_SWEEP_CACHE")
+    os.environ["GRPO_SWEEP_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("GRPO_SWEEP_CACHE", None)
+    else:
+        os.environ["GRPO_SWEEP_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def tasks():
+    return load_tasks(DEFAULT_TASKS)
+
+
+@pytest.fixture(scope="session")
+def hotel_server():
+    with LocalEnvServer("hotel") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tasks, private_cache):
+    """A small warm-started base policy directory (model + tokenizer), built once per session."""
+    from grpo.config import ModelConfig
+    from grpo.warmstart import base_policy_path
+
+    return str(base_policy_path(ModelConfig(**TEST_MODEL), tasks, seed=0))
+
+
+@pytest.fixture(scope="session")
+def chat(tiny_base):
+    from grpo.chat import ChatFormat
+    from grpo.tiny import load_tokenizer
+
+    return ChatFormat(load_tokenizer(tiny_base))

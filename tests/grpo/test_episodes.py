@@ -1,0 +1,80 @@
+"""The episode loop against the live MCP server, driven by a scripted generator (the seam's test double)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from envs.client import EnvClient
+from grpo.episodes import EpisodeLimits, run_episodes
+from grpo.rollout import Completion, SamplingParams
+from grpo.warmstart import reference_conversation, supervised_example
+
+
+class ScriptedGenerator:
+    """Answers each episode's turns from a script keyed by the prompt's first ids; records batch sizes."""
+
+    def __init__(self, chat, scripts: dict[tuple[int, ...], list[str]]):
+        self.chat = chat
+        self.scripts = scripts
+        self.batches: list[int] = []
+
+    def generate(self, prompts, sampling: SamplingParams):
+        self.batches.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            script = next(v for k, v in self.scripts.items() if tuple(prompt[: len(k)]) == k)
+            turn = (sum(1 for t in prompt if t == self.chat.end_id) - 2) // 2  # each turn adds the model's and the tool's im_end
+            ids = self.chat.assistant_ids(script[turn])
+            if len(ids) > sampling.max_new_tokens:
+                out.append(Completion(ids[: sampling.max_new_tokens], [0.0] * sampling.max_new_tokens, "length"))
+            else:
+                out.append(Completion(ids, [0.0] * len(ids), "stop"))
+        return out
+
+
+def _key(chat, task):
+    return tuple(chat.prompt_ids(reference_conversation(task).messages))
+
+
+LIMITS = EpisodeLimits(max_turns=4, max_generate_length=64, max_sequence_length=1024, temperature=1.0)
+
+
+def test_reference_answers_score_and_match_the_supervised_tokens(hotel_server, chat, tasks):
+    picked = [tasks[0], tasks[-1]]
+    scripts = [[text for text, _ in reference_conversation(t).turns] for t in picked]
+    gen = ScriptedGenerator(chat, {})
+    for t, s in zip(picked, scripts):
+        gen.scripts[_key(chat, t)] = s
+    trajs = asyncio.run(run_episodes(picked, 2, {"hotel": EnvClient(hotel_server.base_url)}, gen, chat, LIMITS))
+    assert [t.group_id for t in trajs] == [0, 0, 1, 1]
+    assert gen.batches[0] == 4  # the first model turn of all four episodes ran as one batch
+    for traj, task in zip(trajs, [picked[0], picked[0], picked[1], picked[1]]):
+        ids, mask = supervised_example(chat, reference_conversation(task))
+        assert (traj.token_ids, traj.loss_mask) == (ids, mask)  # token-in/token-out, masks on own tokens only
+        assert (traj.reward, traj.stop_reason, traj.env_error) == (1.0, "done", False)
+        assert traj.tool_calls == len(task.solution) and traj.tool_errors == 0
+
+
+def test_malformed_answers_and_limits(hotel_server, chat, tasks):
+    task = tasks[0]
+    key = _key(chat, task)
+    gen = ScriptedGenerator(chat, {key: ["I think so.", "<tool_call>{bad json}</tool_call>", "<done>"]})
+    [traj] = asyncio.run(run_episodes([task], 1, {"hotel": EnvClient(hotel_server.base_url)}, gen, chat, LIMITS))
+    assert (traj.num_turns, traj.tool_calls, traj.tool_errors, traj.stop_reason, traj.reward) == (3, 0, 2, "done", 0.0)
+    assert "no action found" in chat.decode(traj.token_ids)
+
+    short = EpisodeLimits(max_turns=2, max_generate_length=64, max_sequence_length=1024, temperature=1.0)
+    gen = ScriptedGenerator(chat, {key: ["hm", "hm", "hm"]})
+    [traj] = asyncio.run(run_episodes([task], 1, {"hotel": EnvClient(hotel_server.base_url)}, gen, chat, short))
+    assert (traj.num_turns, traj.stop_reason) == (2, "max_turns")
+
+    tight = EpisodeLimits(max_turns=4, max_generate_length=3, max_sequence_length=1024, temperature=1.0)
+    gen = ScriptedGenerator(chat, {key: [reference_conversation(task).turns[0][0]]})
+    [traj] = asyncio.run(run_episodes([task], 1, {"hotel": EnvClient(hotel_server.base_url)}, gen, chat, tight))
+    assert (traj.num_turns, traj.stop_reason, sum(traj.loss_mask)) == (1, "max_generate_length", 3)
+
+
+def test_environment_failure_marks_env_error(chat, tasks):
+    gen = ScriptedGenerator(chat, {(): ["<done>"]})
+    trajs = asyncio.run(run_episodes(tasks[:1], 2, {"hotel": EnvClient("http://127.0.0.1:9", call_timeout_s=2)}, gen, chat, LIMITS))
+    assert all(t.env_error and t.stop_reason == "env_error" for t in trajs)

@@ -1,0 +1,57 @@
+"""Reward metrics against numbers worked by hand."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from grpo.metrics import SampleOutcome, frac_zero_variance, reward_metrics, rollout_metrics, variance_per_prompt
+
+
+def test_variance_per_prompt_by_hand():
+    # [1,0,0,0]: variance 0.1875; [1,1,1,1]: 0; mean 0.09375. [1,1,0,0] is the binary maximum 0.25.
+    assert variance_per_prompt([[1, 0, 0, 0], [1, 1, 1, 1]]) == pytest.approx(0.09375)
+    assert variance_per_prompt([[1, 1, 0, 0]]) == pytest.approx(0.25)
+    assert variance_per_prompt([]) == 0.0
+
+
+def test_frac_zero_variance():
+    assert frac_zero_variance([[1, 0], [1, 1], [0, 0], [0, 1]]) == 0.5
+
+
+def test_reward_metrics_overall_and_per_env():
+    outcomes = [
+        # hotel group 0: 1,0,0,0 -> pass 0.25, variance 0.1875
+        *[SampleOutcome("hotel", 0, r) for r in (1.0, 0.0, 0.0, 0.0)],
+        # hotel group 1: 1,1 and an env error, left out -> pass 1.0, variance 0
+        SampleOutcome("hotel", 1, 1.0),
+        SampleOutcome("hotel", 1, 1.0),
+        SampleOutcome("hotel", 1, 0.0, env_error=True),
+        # mail group 2: 1,1,0,0 -> pass 0.5, variance 0.25
+        *[SampleOutcome("mail", 2, r) for r in (1.0, 1.0, 0.0, 0.0)],
+    ]
+    m = reward_metrics(outcomes)
+    # overall over the 10 valid samples: 5 passes
+    assert m["reward/avg_pass_at_1"] == pytest.approx(0.5)
+    assert m["reward/avg_raw_reward"] == pytest.approx(0.5)
+    assert m["reward/variance_per_prompt"] == pytest.approx((0.1875 + 0.0 + 0.25) / 3)
+    assert m["reward/frac_zero_variance"] == pytest.approx(1 / 3)
+    assert m["reward/env_error_frac"] == pytest.approx(1 / 11)
+    assert m["reward/hotel/pass_at_1"] == pytest.approx(3 / 6)
+    assert m["reward/hotel/variance_per_prompt"] == pytest.approx(0.1875 / 2)
+    assert m["reward/mail/pass_at_1"] == pytest.approx(0.5)
+    assert m["reward/mail/variance_per_prompt"] == pytest.approx(0.25)
+
+
+def test_rollout_metrics():
+    trajs = [
+        SimpleNamespace(num_turns=2, tool_calls=1, tool_errors=1, loss_mask=[0, 1, 1], stop_reason="done"),
+        SimpleNamespace(num_turns=4, tool_calls=3, tool_errors=0, loss_mask=[0, 1, 1, 1, 1], stop_reason="max_turns"),
+    ]
+    m = rollout_metrics(trajs)
+    assert m["rollout/num_turns"] == 3.0
+    assert m["rollout/tool_calls"] == 2.0
+    assert m["rollout/tool_error_rate"] == pytest.approx(1 / 6)
+    assert m["rollout/response_tokens"] == 3.0
+    assert m["rollout/stop_done_frac"] == 0.5
