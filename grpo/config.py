@@ -21,10 +21,10 @@ class ModelConfig(StrictModel):
 
     type: Literal["tiny"] = "tiny"
     hidden_size: int = Field(128, ge=8, description="Width of the tiny model.")
-    num_layers: int = Field(2, ge=1, description="Decoder layers of the tiny model.")
+    num_layers: int = Field(3, ge=1, description="Decoder layers of the tiny model.")
     num_heads: int = Field(4, ge=1, description="Attention heads (hidden_size must divide by it).")
     intermediate_size: int = Field(256, ge=8, description="MLP width of the tiny model.")
-    warmstart_steps: int = Field(150, ge=0, description="Supervised steps on reference solutions before RL.")
+    warmstart_steps: int = Field(600, ge=0, description="Supervised steps on reference solutions before RL.")
     warmstart_lr: float = Field(3e-3, gt=0, description="Learning rate of the warm-start.")
     warmstart_batch_size: int = Field(16, ge=1, description="Sequences per warm-start step.")
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
+import math
 import os
 import random
 import time
@@ -25,7 +27,8 @@ from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
 
-BUILD_VERSION = "1"  # bump when the tokenizer, the model or the warm-start recipe changes
+log = logging.getLogger(__name__)
+BUILD_VERSION = "2"  # bump when the tokenizer, the model or the warm-start recipe changes
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ def base_policy_path(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "warmstart.json").is_file():
+            log.info("building the base policy in %s (%d warm-start steps, once)", target, cfg.warmstart_steps)
             _build(cfg, tasks, seed, target)
     return target
 
@@ -119,17 +123,24 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
 
 
 def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int) -> dict[str, Any]:
-    """Cross-entropy on masked tokens, random mini-batches; returns the first and last losses and the time."""
+    """Cross-entropy on masked tokens, random mini-batches, cosine LR decay after a 5% warm-up.
+
+    Returns the first and last losses and the time; logs progress every tenth of the way.
+    """
     import torch
 
     from grpo.batching import pad_right
 
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    warmup = max(1, steps // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / max(steps, 1)))
+    )
     model.train()
     losses: list[float] = []
     started = time.perf_counter()
-    for _ in range(steps):
+    for step in range(steps):
         batch = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
         ids = pad_right([b[0] for b in batch], pad_id)
         mask = pad_right([b[1] for b in batch], 0)
@@ -141,6 +152,28 @@ def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
         losses.append(loss.item())
+        if (step + 1) % max(1, steps // 10) == 0:
+            log.info("warm-start step %d/%d loss %.3f (%.0fs)", step + 1, steps, losses[-1], time.perf_counter() - started)
     model.eval()
     return {"first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None, "seconds": time.perf_counter() - started}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m grpo.warmstart '<trainer config JSON>'``: build (or find) the base policy with every core."""
+    import sys
+
+    import torch
+
+    from grpo.config import TrainerConfig
+    from grpo.data import select_tasks
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg = TrainerConfig.model_validate(json.loads((argv or sys.argv[1:])[0]))
+    torch.set_num_threads(os.cpu_count() or 1)
+    print(base_policy_path(cfg.model, select_tasks(cfg.env), cfg.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -50,6 +50,7 @@ def run_sweep(cfg) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    prepare_base_policy(cfg)
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         results = build_tuner(cfg).fit()
@@ -62,6 +63,18 @@ def run_sweep(cfg) -> int:
     saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")
     print(f"results: {saved.parent}")
     return 1 if rows and all(r.status == "error" for r in rows) else 0
+
+
+def prepare_base_policy(cfg) -> None:
+    """Build the base trainer's policy once with every core before trials start (they find it cached).
+
+    A separate process, so the driver itself never imports torch.
+    """
+    import json
+    import subprocess
+
+    print("preparing the base policy (built once, then cached)...", flush=True)
+    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
 
 
 def _parse_set(items: list[str]) -> dict[str, object]:

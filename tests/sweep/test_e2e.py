@@ -1,0 +1,66 @@
+"""A small sweep through Ray Tune with the real MCP server: two trials, three steps each."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_MODEL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
+    import yaml
+
+    space = {
+        "name": "e2e",
+        "trainer": {"total_steps": 3, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "max_turns": 3}},
+        "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}, "rollout.n_samples_per_prompt": {"choice": [2, 3]}},
+        "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 1},
+        "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        "resources": {"cpus_per_trial": 1},
+        "max_concurrent_trials": 2,
+        "storage": str(tmp_path / "results"),
+    }
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+    try:
+        run = subprocess.run([sys.executable, "-m", "sweep", "run", str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "Leaderboard" in run.stdout
+
+    rows = json.loads((tmp_path / "results" / "e2e" / "leaderboard.json").read_text())
+    assert len(rows) == 2
+    for row in rows:
+        assert row["status"] in ("finished", "stopped early"), row
+        assert 1 <= row["steps"] <= 3
+        assert 0.0 <= row["best_metric"] <= 1.0
+        assert 0.0 <= row["last_variance_per_prompt"] <= 0.25
+        assert set(row["config"]) == {"optim.lr", "algorithm.kl_coef", "rollout.n_samples_per_prompt"}
+    assert any(row["status"] == "finished" for row in rows)
+
+    # Tune's own per-trial results carry the dashboard metrics every step
+    results = list((tmp_path / "results" / "e2e").glob("*/result.json"))
+    assert len(results) == 2
+    for result in results:
+        reports = [json.loads(line) for line in result.read_text().splitlines()]
+        assert [r["step"] for r in reports] == list(range(1, len(reports) + 1))
+        for r in reports:
+            for key in ("reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt",
+                        "reward/hotel/pass_at_1", "reward/hotel/variance_per_prompt", "policy/clip_frac", "policy/kl"):
+                assert key in r and not math.isnan(r[key]), key
