@@ -27,6 +27,9 @@ class ModelConfig(StrictModel):
     warmstart_steps: int = Field(600, ge=0, description="Supervised steps on reference solutions before RL.")
     warmstart_lr: float = Field(3e-3, gt=0, description="Learning rate of the warm-start.")
     warmstart_batch_size: int = Field(16, ge=1, description="Sequences per warm-start step.")
+    warmstart_augment: int = Field(
+        0, ge=0, description="Extra task sets from the env's task generator (other seeds) added to the warm-start data, so the policy learns to copy ids and dates rather than memorise the tasks."
+    )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
 
     @model_validator(mode="after")

@@ -9,9 +9,17 @@ from __future__ import annotations
 import torch
 
 
+def quiet_transformers() -> None:
+    """No per-load progress bars in trial logs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def load_policy(path: str, trainable: bool = True):
     from transformers import Qwen2ForCausalLM
 
+    quiet_transformers()
     model = Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.train(trainable)
     if not trainable:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 import torch
 
@@ -30,37 +31,55 @@ from grpo.update import UpdateSettings, policy_update
 from grpo.warmstart import base_policy_path
 
 
+@dataclass
+class Models:
+    """What a trial trains with: chat format, policy, frozen reference (None when kl_coef is 0), optimizer, sampler."""
+
+    chat: ChatFormat
+    policy: torch.nn.Module
+    reference: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    generator: HFGenerator
+
+
 def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     """Run ``cfg.total_steps`` GRPO steps, reporting after each."""
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
     tasks = select_tasks(cfg.env)
+    models = build_models(cfg, tasks)
+    sampler = TaskSampler(tasks, cfg.seed)
+    shuffle = torch.Generator().manual_seed(cfg.seed)
+    with ExitStack() as stack:
+        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
+        for step in range(1, cfg.total_steps + 1):
+            reporter.report(step, run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle))
+
+
+def build_models(cfg: TrainerConfig, tasks) -> Models:
     base = str(base_policy_path(cfg.model, tasks, cfg.seed))
     chat = ChatFormat(load_tokenizer(base))
     policy = load_policy(base, trainable=True)
     reference = load_policy(base, trainable=False) if cfg.algorithm.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    generator = HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id)
-    sampler = TaskSampler(tasks, cfg.seed)
-    shuffle = torch.Generator().manual_seed(cfg.seed)
+    return Models(chat, policy, reference, optimizer, HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id))
+
+
+def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], shuffle: torch.Generator) -> dict[str, float]:
+    """One GRPO step: rollouts, advantages, update; returns the step's metrics."""
+    started = time.perf_counter()
     limits = EpisodeLimits(cfg.rollout.max_turns, cfg.rollout.max_generate_length, cfg.rollout.max_sequence_length, cfg.rollout.temperature)
-    settings = UpdateSettings(cfg.algorithm.clip_eps, cfg.algorithm.kl_coef, cfg.algorithm.mini_batches, cfg.optim.max_grad_norm, cfg.rollout.temperature)
-    with ExitStack() as stack:
-        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
-        for step in range(1, cfg.total_steps + 1):
-            started = time.perf_counter()
-            batch_tasks = sampler.next_batch(cfg.rollout.prompts_per_step)
-            trajectories = collect(batch_tasks, cfg, urls, generator, chat, limits)
-            rollout_s = time.perf_counter() - started
-            advantages = trajectory_advantages(trajectories, cfg.rollout.n_samples_per_prompt, cfg.algorithm.std_eps)
-            trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
-            stats = {}
-            if trained:
-                batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], chat.pad_id)
-                stats = policy_update(policy, reference, optimizer, batch, settings, shuffle)
-            step_s = time.perf_counter() - started
-            reporter.report(step, step_metrics(trajectories, stats, rollout_s, step_s, cfg.optim.lr))
+    trajectories = collect(tasks, cfg, urls, models.generator, models.chat, limits)
+    rollout_s = time.perf_counter() - started
+    advantages = trajectory_advantages(trajectories, cfg.rollout.n_samples_per_prompt, cfg.algorithm.std_eps)
+    trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
+    stats: dict[str, float] = {}
+    if trained:
+        batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
+        settings = UpdateSettings(cfg.algorithm.clip_eps, cfg.algorithm.kl_coef, cfg.algorithm.mini_batches, cfg.optim.max_grad_norm, cfg.rollout.temperature)
+        stats = policy_update(models.policy, models.reference, models.optimizer, batch, settings, shuffle)
+    return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, cfg.optim.lr)
 
 
 def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: ChatFormat, limits: EpisodeLimits) -> list[Trajectory]:

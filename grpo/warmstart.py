@@ -13,7 +13,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.local import get_app, tool_signatures
+from envs.local import generated_tasks, get_app, tool_signatures
 from envs.protocol import DONE, ToolCall, format_call, format_result
 from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
@@ -105,10 +104,18 @@ def base_policy_path(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path
     return target
 
 
+def warmstart_tasks(cfg: ModelConfig, tasks: list[Task]) -> list[Task]:
+    """The trial's tasks plus ``warmstart_augment`` generated task sets per env (seeds 1, 2, ...)."""
+    extra = [t for key in sorted({t.env_key for t in tasks}) for s in range(1, cfg.warmstart_augment + 1) for t in generated_tasks(key, s)]
+    return tasks + extra
+
+
 def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None:
+    from grpo.policy import quiet_transformers
     from grpo.tiny import build_model, build_tokenizer
 
-    conversations = [reference_conversation(t) for t in tasks]
+    quiet_transformers()
+    conversations = [reference_conversation(t) for t in warmstart_tasks(cfg, tasks)]
     corpus = [text for conv in conversations for text in conversation_texts(conv)] + _extra_vocabulary()
     tokenizer = build_tokenizer(corpus)
     chat = ChatFormat(tokenizer)
@@ -123,7 +130,7 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
 
 
 def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int) -> dict[str, Any]:
-    """Cross-entropy on masked tokens, random mini-batches, cosine LR decay after a 5% warm-up.
+    """Cross-entropy on masked tokens, random mini-batches, constant LR after a 5% linear warm-up.
 
     Returns the first and last losses and the time; logs progress every tenth of the way.
     """
@@ -134,9 +141,7 @@ def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id:
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / max(steps, 1)))
-    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / warmup))
     model.train()
     losses: list[float] = []
     started = time.perf_counter()

@@ -6,6 +6,7 @@ import importlib
 from types import ModuleType
 
 APPS = {"hotel": "envs.local.hotel"}
+GENERATORS = {"hotel": "envs.local.hotel_tasks"}
 
 
 def get_app(env_key: str) -> ModuleType:
@@ -20,3 +21,12 @@ def tool_signatures(app: ModuleType) -> list[str]:
     import inspect
 
     return [f"{name}({', '.join(list(inspect.signature(fn).parameters)[1:])})" for name, fn in app.TOOLS.items()]
+
+
+def generated_tasks(env_key: str, seed: int) -> list:
+    """Task records from an app's deterministic task generator with another seed (warm-start data)."""
+    from envs.task import Task
+
+    if env_key not in GENERATORS:
+        return []
+    return [Task.model_validate(r) for r in importlib.import_module(GENERATORS[env_key]).generate(seed)]

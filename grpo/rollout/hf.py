@@ -32,16 +32,12 @@ class HFGenerator:
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=self.stop_id,
             pad_token_id=self.pad_id,
-        )
-        was_training = self.model.training
-        self.model.eval()
-        out = self.model.generate(
-            input_ids=input_ids,
-            attention_mask=attention,
-            generation_config=config,
             return_dict_in_generate=True,
             output_logits=True,
         )
+        was_training = self.model.training
+        self.model.eval()
+        out = self.model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
         self.model.train(was_training)
         new_ids = out.sequences[:, width:]
         logits = torch.stack(out.logits, dim=1).float() / sampling.temperature
