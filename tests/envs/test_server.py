@@ -82,3 +82,24 @@ def test_server_stops_with_its_owner():
     process = server.process
     server.stop()
     assert process.poll() is not None
+
+
+def test_env_failures_are_told_from_the_callers_own_errors():
+    import httpx2
+
+    from envs.client import is_env_failure
+
+    connect = httpx2.ConnectError("refused")
+    assert is_env_failure(connect)
+    assert is_env_failure(ExceptionGroup("tg", [connect, ExceptionGroup("inner", [httpx2.ReadTimeout("slow")])]))
+    assert not is_env_failure(ValueError("a bug in the caller"))
+    assert not is_env_failure(ExceptionGroup("tg", [connect, KeyError("bug")]))
+
+
+def test_a_bug_in_the_episode_body_is_not_hidden_as_an_env_error(hotel_server, tasks):
+    async def go():
+        async with EnvClient(hotel_server.base_url).episode(tasks[0]):
+            raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        _run(go())
