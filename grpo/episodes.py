@@ -75,7 +75,12 @@ class GenerationBatcher:
         if not self.pending or len(self.pending) < self.live:
             return
         batch, self.pending = self.pending, []
-        completions = self.generator.generate([p for p, _ in batch], self.sampling)
+        try:
+            completions = self.generator.generate([p for p, _ in batch], self.sampling)
+        except Exception as exc:  # every waiting episode fails with it, none waits forever
+            for _, future in batch:
+                future.set_exception(exc)
+            return
         for (_, future), completion in zip(batch, completions):
             future.set_result(completion)
 

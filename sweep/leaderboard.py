@@ -31,7 +31,7 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str])
     """Summarise one Tune ``Result``."""
     frame = result.metrics_dataframe
     config = {k: result.config.get(k) for k in keys}
-    name = Path(result.path).name if result.path else str(result.metrics.get("trial_id"))
+    name = str(result.metrics.get("trial_id") or (Path(result.path).name if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
         return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"))
     series = frame[metric]
@@ -59,19 +59,24 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return f"{value:.2e}" if 0 < abs(value) < 1e-2 else f"{value:.3g}"
     return str(value)
 
 
 def render(rows: list[TrialRow], metric: str, console=None) -> None:
+    """A table of the trials, best first; keys shown by their last dotted part."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
+    if not console.is_terminal:
+        console = Console(width=160, file=console.file)
+    short = metric.split("/")[-1]
     table = Table(title=f"Leaderboard (by best {metric})")
     keys = list(rows[0].config) if rows else []
-    for column in ["#", "trial", *keys, f"first {metric}", f"best {metric}", "last variance_per_prompt", "steps", "status"]:
-        table.add_column(column)
+    headers = ["#", "trial", *[k.split(".")[-1] for k in keys], f"first {short}", f"best {short}", "last variance_per_prompt", "steps", "status"]
+    for column in headers:
+        table.add_column(column, no_wrap=True)
     for i, r in enumerate(rows, start=1):
         values = [r.config.get(k) for k in keys]
         table.add_row(str(i), r.trial, *map(_fmt, values), _fmt(r.first_metric), _fmt(r.best_metric), _fmt(r.last_variance_per_prompt), str(r.steps), r.status)

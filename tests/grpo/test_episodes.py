@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from envs.client import EnvClient
 from grpo.episodes import EpisodeLimits, run_episodes
 from grpo.rollout import Completion, SamplingParams
@@ -78,3 +80,12 @@ def test_environment_failure_marks_env_error(chat, tasks):
     gen = ScriptedGenerator(chat, {(): ["<done>"]})
     trajs = asyncio.run(run_episodes(tasks[:1], 2, {"hotel": EnvClient("http://127.0.0.1:9", call_timeout_s=2)}, gen, chat, LIMITS))
     assert all(t.env_error and t.stop_reason == "env_error" for t in trajs)
+
+
+def test_a_failing_generator_fails_every_episode_instead_of_hanging(hotel_server, chat, tasks):
+    class Broken:
+        def generate(self, prompts, sampling):
+            raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        asyncio.run(asyncio.wait_for(run_episodes(tasks[:2], 2, {"hotel": EnvClient(hotel_server.base_url)}, Broken(), chat, LIMITS), 60))
