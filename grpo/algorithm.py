@@ -1,27 +1,36 @@
 """The GRPO math as pure functions: tensors in, tensors out, no config objects, no I/O.
 
 Shapes: ``G`` prompt groups of ``n`` samples; ``B`` sequences; ``T`` target positions.
-Leaves out (for now): Dr. GRPO, clip-higher, other KL estimators and loss aggregations (issue 4).
+Variants are registries with one signature per family (KL estimators, loss aggregations); an unknown
+name raises with the list of valid names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import torch
 
 
-def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, std_eps: float = 1e-6) -> torch.Tensor:
-    """Group-relative advantages ``(r - mean) / (std + eps)`` over the valid samples of each group.
+def group_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, std_eps: float = 1e-6, normalize_std: bool = True, std_floor: float = 0.0
+) -> torch.Tensor:
+    """Group-relative advantages over the valid samples of each group.
 
-    rewards, valid: ``(G, n)``; invalid samples (environment errors) take no part in their group's
-    mean and std and get advantage 0. std is the population std of the valid rewards.
-    Returns ``(G, n)``.
+    ``(r - mean) / (max(std, std_floor) + std_eps)`` when ``normalize_std`` (GRPO), else ``r - mean``
+    (Dr. GRPO: no per-group std division, so easy and hard groups weigh alike). rewards, valid:
+    ``(G, n)``; invalid samples (environment errors) take no part in their group's mean and std and get
+    advantage 0. std is the population std of the valid rewards. Returns ``(G, n)``.
     """
     valid_f = valid.to(rewards.dtype)
     count = valid_f.sum(dim=1, keepdim=True).clamp(min=1.0)
     mean = (rewards * valid_f).sum(dim=1, keepdim=True) / count
-    var = (((rewards - mean) ** 2) * valid_f).sum(dim=1, keepdim=True) / count
-    advantages = (rewards - mean) / (var.sqrt() + std_eps)
-    return advantages * valid_f
+    centred = rewards - mean
+    if normalize_std:
+        var = ((centred**2) * valid_f).sum(dim=1, keepdim=True) / count
+        centred = centred / (var.sqrt().clamp(min=std_floor) + std_eps)
+    return centred * valid_f
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -30,30 +39,87 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask_f).sum() / mask_f.sum().clamp(min=1.0)
 
 
-def ppo_clipped_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    clip_eps: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token PPO clipped surrogate loss and where the clip was active.
+class ClippedLoss(NamedTuple):
+    """Per-token loss ``(B, T)`` and where each side of the clip removed the gradient ``(B, T)`` bool."""
 
-    logprobs, old_logprobs: ``(B, T)``; advantages: ``(B,)``, one per sequence.
-    loss = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A) with ratio = exp(logprobs - old).
-    Returns ``(loss (B, T), clipped (B, T) bool)``; clipped marks tokens whose gradient the clip removed.
+    loss: torch.Tensor
+    clipped_low: torch.Tensor
+    clipped_high: torch.Tensor
+
+
+def ppo_clipped_loss(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, clip_low: float, clip_high: float | None = None
+) -> ClippedLoss:
+    """Per-token PPO clipped surrogate, with separate low and high clip ranges (DAPO clip-higher).
+
+    logprobs, old_logprobs: ``(B, T)``; advantages: ``(B,)``, one per sequence. ratio = exp(logprobs - old);
+    loss = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A). ``clipped_high`` marks tokens
+    with A > 0 whose ratio passed 1 + clip_high, ``clipped_low`` tokens with A < 0 below 1 - clip_low:
+    exactly where the clip took the gradient away.
     """
+    clip_high = clip_low if clip_high is None else clip_high
     adv = advantages.unsqueeze(-1)
     ratio = torch.exp(logprobs - old_logprobs)
     unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
-    loss = -torch.minimum(unclipped, clipped)
-    return loss, clipped < unclipped
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    active = clipped < unclipped
+    return ClippedLoss(-torch.minimum(unclipped, clipped), active & (adv < 0), active & (adv > 0))
+
+
+def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """k1 = log p - log q_ref: unbiased, high variance, can be negative."""
+    return logprobs - ref_logprobs
+
+
+def kl_k2(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """k2 = (log p - log q_ref)^2 / 2: biased, low variance, non-negative."""
+    return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimator of KL(policy || reference): ``exp(d) - d - 1`` with ``d = ref - logprobs``.
-
-    Non-negative, unbiased for samples from the policy, low variance (Schulman's k3). ``(B, T)`` in and out.
-    """
+    """k3 = exp(d) - d - 1 with d = log q_ref - log p: unbiased for samples from p, low variance, >= 0."""
     delta = ref_logprobs - logprobs
     return torch.exp(delta) - delta - 1.0
+
+
+KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+
+
+def kl_estimator(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Per-token KL(policy || reference) estimator by name, ``(B, T), (B, T) -> (B, T)``."""
+    if name not in KL_ESTIMATORS:
+        raise ValueError(f"unknown KL estimator {name!r} (valid: {', '.join(KL_ESTIMATORS)})")
+    return KL_ESTIMATORS[name]
+
+
+def agg_token_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over every unmasked token of the batch: long sequences weigh more (DAPO)."""
+    return masked_mean(loss, mask)
+
+
+def agg_seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over sequences of each sequence's token mean (original GRPO); empty sequences are skipped."""
+    mask_f = mask.to(loss.dtype)
+    tokens = mask_f.sum(-1)
+    per_seq = (loss * mask_f).sum(-1) / tokens.clamp(min=1.0)
+    return masked_mean(per_seq, tokens > 0)
+
+
+def agg_seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum over each sequence's tokens divided by the batch's width T, then mean over sequences (Dr. GRPO)."""
+    mask_f = mask.to(loss.dtype)
+    return ((loss * mask_f).sum(-1) / loss.shape[-1]).mean()
+
+
+LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token-mean": agg_token_mean,
+    "seq-mean-token-mean": agg_seq_mean_token_mean,
+    "seq-mean-token-sum-norm": agg_seq_mean_token_sum_norm,
+}
+
+
+def loss_aggregation(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Reduce a per-token ``(B, T)`` loss with a ``(B, T)`` mask to a scalar, by name."""
+    if name not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown loss aggregation {name!r} (valid: {', '.join(LOSS_AGGREGATIONS)})")
+    return LOSS_AGGREGATIONS[name]

@@ -40,20 +40,32 @@ class ModelConfig(StrictModel):
 
 
 class OptimConfig(StrictModel):
-    """AdamW on the policy."""
+    """AdamW on the policy, with a per-step learning-rate schedule."""
 
-    lr: float = Field(1e-3, gt=0, le=1, description="Learning rate of the RL phase.")
+    lr: float = Field(1e-3, gt=0, le=1, description="Peak learning rate of the RL phase.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global norm.")
+    warmup_steps: int = Field(0, ge=0, description="GRPO steps of linear warm-up from lr/warmup_steps to lr.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="Decay after warm-up, to min_lr_ratio * lr at total_steps.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Floor of the decay, as a fraction of lr.")
 
 
 class AlgorithmConfig(StrictModel):
     """The GRPO objective."""
 
     kl_coef: float = Field(0.01, ge=0, description="Weight of the KL penalty to the frozen reference; 0 loads none.")
-    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range: ratios outside 1 +/- clip_eps are clipped.")
-    mini_batches: int = Field(2, ge=1, description="Optimizer steps per rollout batch (later ones are off-policy).")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator (k3: unbiased, low variance).")
+    clip_eps_low: float = Field(0.2, gt=0, lt=1, description="PPO clip below: ratios under 1 - clip_eps_low are clipped.")
+    clip_eps_high: float = Field(0.2, gt=0, description="PPO clip above (DAPO clip-higher uses 0.28).")
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        "token-mean", description="How per-token losses become one number."
+    )
+    normalize_std: bool = Field(True, description="Divide advantages by the group's reward std (False: Dr. GRPO).")
+    std_floor: float = Field(0.0, ge=0, description="Lower bound on the group std before dividing.")
     std_eps: float = Field(1e-6, gt=0, description="Added to a group's reward std before dividing.")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from the loss).")
+    mini_batches: int = Field(2, ge=1, description="Optimizer steps per pass over the rollout batch (later ones are off-policy).")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over the rollout batch per GRPO step.")
 
 
 class RolloutConfig(StrictModel):

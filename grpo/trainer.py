@@ -26,6 +26,7 @@ from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.policy import load_policy
 from grpo.reporting import Reporter
 from grpo.rollout.hf import HFGenerator
+from grpo.schedule import lr_multiplier
 from grpo.tiny import load_tokenizer
 from grpo.update import UpdateSettings, policy_update
 from grpo.warmstart import base_policy_path
@@ -54,6 +55,7 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     with ExitStack() as stack:
         urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
         for step in range(1, cfg.total_steps + 1):
+            set_learning_rate(cfg, models.optimizer, step)
             reporter.report(step, run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle))
 
 
@@ -72,14 +74,36 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     limits = EpisodeLimits(cfg.rollout.max_turns, cfg.rollout.max_generate_length, cfg.rollout.max_sequence_length, cfg.rollout.temperature)
     trajectories = collect(tasks, cfg, urls, models.generator, models.chat, limits)
     rollout_s = time.perf_counter() - started
-    advantages = trajectory_advantages(trajectories, cfg.rollout.n_samples_per_prompt, cfg.algorithm.std_eps)
+    advantages = trajectory_advantages(trajectories, cfg)
     trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
     stats: dict[str, float] = {}
     if trained:
         batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
-        settings = UpdateSettings(cfg.algorithm.clip_eps, cfg.algorithm.kl_coef, cfg.algorithm.mini_batches, cfg.optim.max_grad_norm, cfg.rollout.temperature)
-        stats = policy_update(models.policy, models.reference, models.optimizer, batch, settings, shuffle)
-    return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, cfg.optim.lr)
+        stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle)
+    return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def update_settings(cfg: TrainerConfig) -> UpdateSettings:
+    a = cfg.algorithm
+    return UpdateSettings(
+        clip_low=a.clip_eps_low,
+        clip_high=a.clip_eps_high,
+        kl_coef=a.kl_coef,
+        mini_batches=a.mini_batches,
+        max_grad_norm=cfg.optim.max_grad_norm,
+        temperature=cfg.rollout.temperature,
+        kl_estimator=a.kl_estimator,
+        loss_agg=a.loss_agg,
+        entropy_coef=a.entropy_coef,
+        ppo_epochs=a.ppo_epochs,
+    )
+
+
+def set_learning_rate(cfg: TrainerConfig, optimizer: torch.optim.Optimizer, step: int) -> None:
+    o = cfg.optim
+    lr = o.lr * lr_multiplier(step, cfg.total_steps, o.warmup_steps, o.lr_schedule, o.min_lr_ratio)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: ChatFormat, limits: EpisodeLimits) -> list[Trajectory]:
@@ -92,11 +116,12 @@ def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: Ch
     return asyncio.run(run())
 
 
-def trajectory_advantages(trajectories: list[Trajectory], n_samples: int, std_eps: float) -> list[float]:
-    """Group-relative advantages in trajectory order (groups are consecutive runs of ``n_samples``)."""
-    rewards = torch.tensor([t.reward for t in trajectories]).view(-1, n_samples)
-    valid = torch.tensor([not t.env_error for t in trajectories]).view(-1, n_samples)
-    return group_advantages(rewards, valid, std_eps).flatten().tolist()
+def trajectory_advantages(trajectories: list[Trajectory], cfg: TrainerConfig) -> list[float]:
+    """Group-relative advantages in trajectory order (groups are consecutive runs of ``n_samples_per_prompt``)."""
+    n, a = cfg.rollout.n_samples_per_prompt, cfg.algorithm
+    rewards = torch.tensor([t.reward for t in trajectories]).view(-1, n)
+    valid = torch.tensor([not t.env_error for t in trajectories]).view(-1, n)
+    return group_advantages(rewards, valid, a.std_eps, a.normalize_std, a.std_floor).flatten().tolist()
 
 
 def step_metrics(trajectories: list[Trajectory], stats: dict[str, float], rollout_s: float, step_s: float, lr: float) -> dict[str, float]:

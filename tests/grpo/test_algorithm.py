@@ -7,7 +7,16 @@ import math
 import pytest
 import torch
 
-from grpo.algorithm import group_advantages, kl_k3, masked_mean, ppo_clipped_loss
+from grpo.algorithm import (
+    group_advantages,
+    kl_estimator,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    loss_aggregation,
+    masked_mean,
+    ppo_clipped_loss,
+)
 
 
 def test_advantages_one_success_in_four():
@@ -54,16 +63,29 @@ def test_ppo_clip_cases():
     ratios = torch.tensor([1.5, 0.5, 0.5, 1.5])
     old = torch.full((4, 1), -1.0)
     new = old + torch.log(ratios).unsqueeze(-1)
-    loss, clipped = ppo_clipped_loss(new, old, torch.tensor([1.0, 1.0, -1.0, -1.0]), clip_eps=0.2)
-    assert loss.squeeze(-1).tolist() == pytest.approx([-1.2, -0.5, 0.8, 1.5], abs=1e-6)
-    assert clipped.squeeze(-1).tolist() == [True, False, True, False]
+    out = ppo_clipped_loss(new, old, torch.tensor([1.0, 1.0, -1.0, -1.0]), clip_low=0.2)
+    assert out.loss.squeeze(-1).tolist() == pytest.approx([-1.2, -0.5, 0.8, 1.5], abs=1e-6)
+    assert out.clipped_high.squeeze(-1).tolist() == [True, False, False, False]
+    assert out.clipped_low.squeeze(-1).tolist() == [False, False, True, False]
+
+
+def test_clip_higher_widens_only_the_upper_side():
+    # eps_low 0.2, eps_high 0.28: r=1.25,A=+1 is inside [0.8, 1.28] -> loss -1.25, not clipped
+    #   (it would be clipped at 1.2 with a symmetric 0.2); r=1.5,A=+1 -> clipped at 1.28 -> loss -1.28;
+    #   r=0.7,A=-1 -> min(-0.7, -0.8) = -0.8 -> loss 0.8, clipped low
+    ratios = torch.tensor([1.25, 1.5, 0.7])
+    old = torch.zeros(3, 1)
+    out = ppo_clipped_loss(torch.log(ratios).unsqueeze(-1), old, torch.tensor([1.0, 1.0, -1.0]), clip_low=0.2, clip_high=0.28)
+    assert out.loss.squeeze(-1).tolist() == pytest.approx([-1.25, -1.28, 0.8], abs=1e-6)
+    assert out.clipped_high.squeeze(-1).tolist() == [False, True, False]
+    assert out.clipped_low.squeeze(-1).tolist() == [False, False, True]
 
 
 def test_ppo_on_policy_is_minus_advantage_and_never_clipped():
     logp = torch.randn(3, 5)
-    loss, clipped = ppo_clipped_loss(logp, logp.clone(), torch.tensor([2.0, -1.0, 0.5]), clip_eps=0.2)
-    assert torch.allclose(loss, -torch.tensor([2.0, -1.0, 0.5]).unsqueeze(-1).expand(3, 5))
-    assert not clipped.any()
+    out = ppo_clipped_loss(logp, logp.clone(), torch.tensor([2.0, -1.0, 0.5]), clip_low=0.2)
+    assert torch.allclose(out.loss, -torch.tensor([2.0, -1.0, 0.5]).unsqueeze(-1).expand(3, 5))
+    assert not out.clipped_low.any() and not out.clipped_high.any()
 
 
 def test_kl_k3_by_hand():
@@ -75,3 +97,39 @@ def test_kl_k3_by_hand():
 def test_masked_mean():
     assert masked_mean(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1, 0, 1, 0])).item() == 2.0
     assert masked_mean(torch.tensor([1.0, 2.0]), torch.tensor([0, 0])).item() == 0.0
+
+
+def test_dr_grpo_advantages_are_centred_rewards():
+    # no std division: [1, 0, 0, 0] - 0.25
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.ones(1, 4, dtype=torch.bool), normalize_std=False)
+    assert adv.tolist()[0] == pytest.approx([0.75, -0.25, -0.25, -0.25])
+
+
+def test_std_floor_bounds_the_division():
+    # rewards [0.6, 0.4]: std 0.1, floored to 0.5 -> advantages +-0.1 / 0.5 = +-0.2
+    adv = group_advantages(torch.tensor([[0.6, 0.4]]), torch.ones(1, 2, dtype=torch.bool), std_eps=0.0, std_floor=0.5)
+    assert adv.tolist()[0] == pytest.approx([0.2, -0.2], abs=1e-6)
+
+
+def test_k1_and_k2_by_hand():
+    # log p = ln 0.5, log q = ln 0.25: d' = log p - log q = ln 2 = 0.6931472; k1 = 0.6931472, k2 = 0.2402265
+    p, q = torch.log(torch.tensor([[0.5]])), torch.log(torch.tensor([[0.25]]))
+    assert kl_k1(p, q).item() == pytest.approx(0.6931472, abs=1e-6)
+    assert kl_k2(p, q).item() == pytest.approx(0.2402265, abs=1e-6)
+    assert kl_estimator("k3") is kl_k3
+
+
+def test_loss_aggregations_by_hand():
+    # sequence 0: tokens 1, 2, 3 (all kept); sequence 1: tokens 10, [20 masked]; width T = 3 (last pad)
+    loss = torch.tensor([[1.0, 2.0, 3.0], [10.0, 20.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    assert loss_aggregation("token-mean")(loss, mask).item() == pytest.approx((1 + 2 + 3 + 10) / 4)  # 4.0
+    assert loss_aggregation("seq-mean-token-mean")(loss, mask).item() == pytest.approx((2.0 + 10.0) / 2)  # 6.0
+    assert loss_aggregation("seq-mean-token-sum-norm")(loss, mask).item() == pytest.approx((6 / 3 + 10 / 3) / 2)
+
+
+def test_unknown_variant_names_list_the_valid_ones():
+    with pytest.raises(ValueError, match="k1, k2, k3"):
+        kl_estimator("k4")
+    with pytest.raises(ValueError, match="token-mean, seq-mean-token-mean, seq-mean-token-sum-norm"):
+        loss_aggregation("sum")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from grpo.batching import collate
@@ -27,7 +28,7 @@ def _one_update(tiny_base, batch, advantage_sign):
     batch.advantages = torch.full_like(batch.advantages, advantage_sign)
     before = _own_logprob(policy, batch, 0)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
-    settings = UpdateSettings(clip_eps=0.2, kl_coef=0.0, mini_batches=1, max_grad_norm=1.0, temperature=1.0)
+    settings = UpdateSettings(clip_low=0.2, clip_high=0.2, kl_coef=0.0, mini_batches=1, max_grad_norm=1.0, temperature=1.0)
     stats = policy_update(policy, None, optimizer, batch, settings, torch.Generator().manual_seed(0))
     return before, _own_logprob(policy, batch, 0), stats
 
@@ -46,8 +47,9 @@ def test_later_mini_batches_are_clipped_and_kl_grows(tiny_base, chat, tasks):
     reference = load_policy(tiny_base, trainable=False)
     batch = _batch(chat, tasks[:8], [1.0, -1.0] * 4)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=2e-2)
-    settings = UpdateSettings(clip_eps=0.1, kl_coef=0.1, mini_batches=4, max_grad_norm=10.0, temperature=1.0)
+    settings = UpdateSettings(clip_low=0.1, clip_high=0.1, kl_coef=0.1, mini_batches=4, max_grad_norm=10.0, temperature=1.0, ppo_epochs=2)
     stats = policy_update(policy, reference, optimizer, batch, settings, torch.Generator().manual_seed(0))
     assert 0.0 < stats["policy/clip_frac"] <= 1.0
+    assert stats["policy/clip_frac"] == pytest.approx(stats["policy/clip_frac_low"] + stats["policy/clip_frac_high"])
     assert stats["policy/kl"] > 0.0
     assert all(not p.requires_grad for p in reference.parameters())
