@@ -89,6 +89,15 @@ class EnvConfig(StrictModel):
     call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call.")
 
 
+class EvalConfig(StrictModel):
+    """Held-out evaluation: a fixed set of tasks the policy never trains on, sampled every ``interval`` steps."""
+
+    interval: int = Field(0, ge=0, description="Evaluate before step 1, after every interval-th step and after the last (0: never).")
+    ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by seed).")
+    max_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks.")
+    n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
+
+
 class TrainerConfig(StrictModel):
     """One GRPO trial."""
 
@@ -97,6 +106,8 @@ class TrainerConfig(StrictModel):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     rollout: RolloutConfig = RolloutConfig()
     env: EnvConfig = EnvConfig()
+    eval: EvalConfig = EvalConfig()
+    output_dir: str | None = Field(None, description="Where eval trajectories are written (None: not written).")
     total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
     seed: int = Field(0, description="Seeds task order, sampling and initialisation.")
     torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads (None: torch's default).")

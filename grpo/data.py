@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from envs.task import Task, load_tasks
-from grpo.config import EnvConfig
+from grpo.config import EnvConfig, TrainerConfig
 
 
 def select_tasks(cfg: EnvConfig) -> list[Task]:
@@ -18,6 +18,17 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
     if not tasks:
         raise ValueError(f"{cfg.tasks_path}: no tasks left after env_keys={cfg.env_keys} and max_tasks={cfg.max_tasks}")
     return tasks
+
+
+def split_tasks(tasks: list[Task], ratio: float, seed: int, max_eval: int | None = None) -> tuple[list[Task], list[Task]]:
+    """(train, eval): ``ratio`` of the tasks, at least one and at most ``max_eval``, held out by seed."""
+    count = max(1, round(len(tasks) * ratio))
+    if max_eval is not None:
+        count = min(count, max_eval)
+    if count >= len(tasks):
+        raise ValueError(f"holding out {count} of {len(tasks)} tasks leaves none to train on: lower eval.ratio")
+    held = set(t.task_key for t in random.Random(seed).sample(tasks, count))
+    return [t for t in tasks if t.task_key not in held], [t for t in tasks if t.task_key in held]
 
 
 class TaskSampler:
@@ -35,3 +46,11 @@ class TaskSampler:
                 self.queue = self.rng.sample(self.tasks, len(self.tasks))
             batch.append(self.queue.pop())
         return batch
+
+
+def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
+    """(train, eval) for a trial; eval is empty when eval.interval is 0. The base policy sees train only."""
+    tasks = select_tasks(cfg.env)
+    if not cfg.eval.interval:
+        return tasks, []
+    return split_tasks(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks)

@@ -2,7 +2,7 @@
 
 ``variance_per_prompt`` is the mean over prompt groups of the population variance of the group's
 rewards (binary rewards, 4 samples: at most 0.25). Samples with an environment error are left out of
-their group. Leaves out: eval pass@k and trajectory statistics (issue 4).
+their group. Eval metrics use the unbiased pass@k estimator over each task's samples.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from math import comb
 from statistics import fmean, pvariance
 
 
@@ -104,4 +105,33 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         reasons[t.stop_reason] += 1
     for reason, count in sorted(reasons.items()):
         metrics[f"rollout/stop_{reason}_frac"] = count / len(trajectories)
+    return metrics
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c passes: ``1 - C(n - c, k) / C(n, k)`` (Chen et al., 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def eval_metrics(outcomes: Sequence[SampleOutcome], k: int) -> dict[str, float]:
+    """``eval/avg_pass_at_1``, ``eval/{env}/pass_at_1`` and ``eval/{env}/pass_at_{k}``, averaged over tasks.
+
+    Each group is one task's samples; environment errors are left out of n.
+    """
+    by_env: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    env_of = {o.group_id: o.env_key for o in outcomes}
+    for group, rewards in group_rewards(outcomes).items():
+        by_env[env_of[group]].append((len(rewards), sum(pass_threshold(r) for r in rewards)))
+    metrics: dict[str, float] = {}
+    all_p1: list[float] = []
+    for env_key, groups in sorted(by_env.items()):
+        p1 = [pass_at_k(n, c, 1) for n, c in groups]
+        all_p1 += p1
+        metrics[f"eval/{env_key}/pass_at_1"] = fmean(p1)
+        metrics[f"eval/{env_key}/pass_at_{k}"] = fmean(pass_at_k(n, c, min(k, n)) for n, c in groups)
+    metrics["eval/avg_pass_at_1"] = fmean(all_p1) if all_p1 else 0.0
     return metrics

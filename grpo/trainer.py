@@ -1,8 +1,9 @@
 """The GRPO step loop: an outline of named calls. Usable without Tune: ``train(cfg, reporter)``.
 
 One step: draw tasks, run ``n_samples_per_prompt`` episodes of each against the environment, compute
-group-relative advantages, update the policy, report metrics once. Leaves out: checkpoint/resume, eval,
-FSDP2 (issue 4), vLLM (issue 9).
+group-relative advantages, update the policy, report metrics once. Held-out eval runs before step 1 (the
+base policy), after every ``eval.interval``-th step and after the last; each report carries the newest. Leaves out: checkpoint/resume, FSDP2 (issue 4), vLLM
+(issue 9).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from grpo.algorithm import group_advantages
 from grpo.batching import collate
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
-from grpo.data import TaskSampler, select_tasks
+from grpo.data import TaskSampler, trial_tasks
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
+from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.policy import load_policy
 from grpo.reporting import Reporter
@@ -44,19 +46,37 @@ class Models:
 
 
 def train(cfg: TrainerConfig, reporter: Reporter) -> None:
-    """Run ``cfg.total_steps`` GRPO steps, reporting after each."""
+    """Run ``cfg.total_steps`` GRPO steps, reporting after each (the latest eval metrics ride along)."""
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
-    tasks = select_tasks(cfg.env)
-    models = build_models(cfg, tasks)
-    sampler = TaskSampler(tasks, cfg.seed)
+    train_tasks, eval_tasks = trial_tasks(cfg)
+    models = build_models(cfg, train_tasks)
+    sampler = TaskSampler(train_tasks, cfg.seed)
     shuffle = torch.Generator().manual_seed(cfg.seed)
+    latest_eval: dict[str, float] = {}
     with ExitStack() as stack:
-        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
+        env_keys = sorted({t.env_key for t in train_tasks + eval_tasks})
+        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in env_keys}
         for step in range(1, cfg.total_steps + 1):
             set_learning_rate(cfg, models.optimizer, step)
-            reporter.report(step, run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle))
+            if eval_tasks and step == 1:
+                latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=0)  # the base policy
+            metrics = run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle)
+            if eval_tasks and (step % cfg.eval.interval == 0 or step == cfg.total_steps):
+                latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step)
+            reporter.report(step, {**metrics, **latest_eval})
+
+
+def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str], global_step: int) -> dict[str, float]:
+    """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set."""
+    started = time.perf_counter()
+    limits = episode_limits(cfg)
+    trajectories = collect(eval_tasks, cfg, urls, models.generator, models.chat, limits, cfg.eval.n_samples)
+    metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
+    if cfg.output_dir:
+        write_eval(cfg.output_dir, global_step, trajectories, metrics, models.chat)
+    return metrics
 
 
 def build_models(cfg: TrainerConfig, tasks) -> Models:
@@ -71,7 +91,7 @@ def build_models(cfg: TrainerConfig, tasks) -> Models:
 def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], shuffle: torch.Generator) -> dict[str, float]:
     """One GRPO step: rollouts, advantages, update; returns the step's metrics."""
     started = time.perf_counter()
-    limits = EpisodeLimits(cfg.rollout.max_turns, cfg.rollout.max_generate_length, cfg.rollout.max_sequence_length, cfg.rollout.temperature)
+    limits = episode_limits(cfg)
     trajectories = collect(tasks, cfg, urls, models.generator, models.chat, limits)
     rollout_s = time.perf_counter() - started
     advantages = trajectory_advantages(trajectories, cfg)
@@ -81,6 +101,11 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
         batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
         stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle)
     return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def episode_limits(cfg: TrainerConfig) -> EpisodeLimits:
+    r = cfg.rollout
+    return EpisodeLimits(r.max_turns, r.max_generate_length, r.max_sequence_length, r.temperature)
 
 
 def update_settings(cfg: TrainerConfig) -> UpdateSettings:
@@ -106,12 +131,12 @@ def set_learning_rate(cfg: TrainerConfig, optimizer: torch.optim.Optimizer, step
         group["lr"] = lr
 
 
-def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: ChatFormat, limits: EpisodeLimits) -> list[Trajectory]:
-    """Episodes for one step, grouped by task (``n_samples_per_prompt`` consecutive ones per task)."""
+def collect(tasks, cfg: TrainerConfig, urls: dict[str, str], generator, chat: ChatFormat, limits: EpisodeLimits, n_samples: int | None = None) -> list[Trajectory]:
+    """Episodes grouped by task (``n_samples`` consecutive ones per task, default ``n_samples_per_prompt``)."""
 
     async def run() -> list[Trajectory]:
         clients = {key: EnvClient(url, cfg.env.max_concurrent, cfg.env.call_timeout_s) for key, url in urls.items()}
-        return await run_episodes(tasks, cfg.rollout.n_samples_per_prompt, clients, generator, chat, limits)
+        return await run_episodes(tasks, n_samples or cfg.rollout.n_samples_per_prompt, clients, generator, chat, limits)
 
     return asyncio.run(run())
 

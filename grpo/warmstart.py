@@ -172,12 +172,12 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from grpo.config import TrainerConfig
-    from grpo.data import select_tasks
+    from grpo.data import trial_tasks
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = TrainerConfig.model_validate(json.loads((argv or sys.argv[1:])[0]))
     torch.set_num_threads(os.cpu_count() or 1)
-    print(base_policy_path(cfg.model, select_tasks(cfg.env), cfg.seed))
+    print(base_policy_path(cfg.model, trial_tasks(cfg)[0], cfg.seed))
 
 
 if __name__ == "__main__":

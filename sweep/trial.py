@@ -6,6 +6,7 @@ step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from grpo.config import TrainerConfig
@@ -24,6 +25,12 @@ def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConf
 
 
 def run_trial(config: dict[str, Any], base: dict[str, Any]) -> None:
+    """The Tune function trainable. Eval trajectories go to ``{experiment}/trajectories/{trial_id}``."""
+    from ray import tune
+
     from grpo.trainer import train
 
-    train(trial_config(base, config), TuneReporter())
+    context = tune.get_context()
+    trajectories = Path(context.get_trial_dir()).parent / "trajectories" / context.get_trial_id()
+    overrides = {**config, "output_dir": str(trajectories)} if "output_dir" not in base else config
+    train(trial_config(base, overrides), TuneReporter())

@@ -6,7 +6,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo.metrics import SampleOutcome, frac_zero_variance, reward_metrics, rollout_metrics, variance_per_prompt
+from grpo.metrics import (
+    SampleOutcome,
+    eval_metrics,
+    frac_zero_variance,
+    pass_at_k,
+    reward_metrics,
+    rollout_metrics,
+    variance_per_prompt,
+)
 
 
 def test_variance_per_prompt_by_hand():
@@ -55,3 +63,28 @@ def test_rollout_metrics():
     assert m["rollout/tool_error_rate"] == pytest.approx(1 / 6)
     assert m["rollout/response_tokens"] == 3.0
     assert m["rollout/stop_done_frac"] == 0.5
+
+
+def test_pass_at_k_by_hand():
+    # n=4, c=1: pass@1 = 1/4; pass@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5; pass@4 = 1
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert pass_at_k(4, 1, 4) == 1.0
+    assert pass_at_k(4, 0, 4) == 0.0
+    # n=5, c=2, k=3: 1 - C(3,3)/C(5,3) = 1 - 1/10 = 0.9
+    assert pass_at_k(5, 2, 3) == pytest.approx(0.9)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+
+
+def test_eval_metrics_average_over_tasks():
+    outcomes = [
+        *[SampleOutcome("hotel", 0, r) for r in (1, 0, 0, 0)],  # pass@1 .25, pass@4 1
+        *[SampleOutcome("hotel", 1, r) for r in (0, 0, 0, 0)],  # 0, 0
+        *[SampleOutcome("mail", 2, r) for r in (1, 1, 1, 0)],  # .75, 1
+    ]
+    m = eval_metrics(outcomes, k=4)
+    assert m["eval/hotel/pass_at_1"] == pytest.approx(0.125)
+    assert m["eval/hotel/pass_at_4"] == pytest.approx(0.5)
+    assert m["eval/mail/pass_at_4"] == pytest.approx(1.0)
+    assert m["eval/avg_pass_at_1"] == pytest.approx((0.25 + 0 + 0.75) / 3)

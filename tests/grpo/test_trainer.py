@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from grpo.config import TrainerConfig
@@ -11,9 +13,17 @@ from tests.conftest import TEST_MODEL
 
 
 @pytest.mark.slow
-def test_two_steps_report_sane_metrics():
+def test_two_steps_report_sane_metrics_and_eval(tmp_path):
     cfg = TrainerConfig.model_validate(
-        {"model": TEST_MODEL, "total_steps": 2, "torch_threads": 1, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 3, "max_turns": 3}}
+        {
+            "model": TEST_MODEL,
+            "total_steps": 2,
+            "torch_threads": 1,
+            "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 3, "max_turns": 3},
+            "eval": {"interval": 1, "max_tasks": 3, "n_samples": 2},
+            "optim": {"warmup_steps": 2},
+            "output_dir": str(tmp_path),
+        }
     )
     reporter = ListReporter()
     train(cfg, reporter)
@@ -26,3 +36,16 @@ def test_two_steps_report_sane_metrics():
         assert m["reward/env_error_frac"] == 0.0
         assert 1.0 <= m["rollout/num_turns"] <= 3.0
         assert m["timing/step_s"] > 0 and m["perf/tokens_per_s"] > 0
+        assert 0.0 <= m["eval/avg_pass_at_1"] <= m["eval/hotel/pass_at_2"] <= 1.0
+    assert [m["policy/lr"] for _, m in reporter.reports] == [cfg.optim.lr / 2, cfg.optim.lr]
+    # evals before step 1 (the base policy, global step 0), after step 1 and after step 2; each report
+    # carries the eval made after its own step
+    assert [m["eval/global_step"] for _, m in reporter.reports] == [1.0, 2.0]
+    for n in (0, 1, 2):
+        lines = (tmp_path / f"global_step_{n}" / "hotel.jsonl").read_text().splitlines()
+        assert len(lines) == 3 * 2
+        record = json.loads(lines[0])
+        assert record["input_prompt"].startswith("<|im_start|>system") and record["score"] in (0.0, 1.0)
+        assert set(record["env_extras"]) >= {"task_key", "turns", "tool_calls"}
+    aggregated = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
+    assert [a["global_step"] for a in aggregated] == [0, 1, 2]

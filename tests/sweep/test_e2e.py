@@ -25,7 +25,12 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
 
     space = {
         "name": "e2e",
-        "trainer": {"total_steps": 3, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "max_turns": 3}},
+        "trainer": {
+            "total_steps": 3,
+            "model": TEST_MODEL,
+            "rollout": {"prompts_per_step": 2, "max_turns": 3},
+            "eval": {"interval": 2, "max_tasks": 2, "n_samples": 2},
+        },
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}, "rollout.n_samples_per_prompt": {"choice": [2, 3]}},
         "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 1},
         "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
@@ -64,3 +69,11 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
             for key in ("reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt",
                         "reward/hotel/pass_at_1", "reward/hotel/variance_per_prompt", "policy/clip_frac", "policy/kl"):
                 assert key in r and not math.isnan(r[key]), key
+            assert 0.0 <= r["eval/avg_pass_at_1"] <= 1.0
+
+    # eval trajectories land under the sweep's storage, per trial, per policy step
+    trials = sorted((tmp_path / "results" / "e2e" / "trajectories").iterdir())
+    assert len(trials) == 2
+    for trial in trials:
+        assert (trial / "global_step_0" / "hotel.jsonl").is_file()
+        assert (trial / "aggregated_results.jsonl").is_file()
