@@ -110,7 +110,9 @@ class EnvClient:
                 return session
             except Exception as exc:
                 await _aclose_ignoring(attempt_stack)
-                if not is_env_failure(exc) or attempt + 1 == self.open_attempts:
+                if not is_env_failure(exc):
+                    raise  # a bug, not the environment: never disguised as an env_error
+                if attempt + 1 == self.open_attempts:
                     raise EnvError(f"opening episode {episode_id} on {self.base_url} failed after {attempt + 1} tries: {describe(exc)}") from exc
                 await asyncio.sleep(self.backoff_s * 2**attempt * (1 + random.random()))
         raise AssertionError("unreachable")

@@ -67,7 +67,8 @@ def ppo_clipped_loss(
 
 
 def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """k1 = log p - log q_ref: unbiased, high variance, can be negative."""
+    """k1 = log p - log q_ref: unbiased, high variance, can be negative. As a loss term its gradient is
+    zero in expectation on-policy (E[grad log p] = 0), so it mostly measures; k2 or k3 penalise."""
     return logprobs - ref_logprobs
 
 
@@ -92,12 +93,12 @@ def kl_estimator(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tens
     return KL_ESTIMATORS[name]
 
 
-def agg_token_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def agg_token_mean(loss: torch.Tensor, mask: torch.Tensor, norm_length: int = 1) -> torch.Tensor:
     """Mean over every unmasked token of the batch: long sequences weigh more (DAPO)."""
     return masked_mean(loss, mask)
 
 
-def agg_seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def agg_seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, norm_length: int = 1) -> torch.Tensor:
     """Mean over sequences of each sequence's token mean (original GRPO); empty sequences are skipped."""
     mask_f = mask.to(loss.dtype)
     tokens = mask_f.sum(-1)
@@ -105,21 +106,23 @@ def agg_seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     return masked_mean(per_seq, tokens > 0)
 
 
-def agg_seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum over each sequence's tokens divided by the batch's width T, then mean over sequences (Dr. GRPO)."""
+def agg_seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, norm_length: int = 1) -> torch.Tensor:
+    """Sum over each sequence's tokens divided by a constant ``norm_length``, then mean over sequences (Dr.
+    GRPO). The constant (the trainer passes max_sequence_length) keeps the gradient scale the same for
+    every mini-batch, whatever its padded width."""
     mask_f = mask.to(loss.dtype)
-    return ((loss * mask_f).sum(-1) / loss.shape[-1]).mean()
+    return ((loss * mask_f).sum(-1) / norm_length).mean()
 
 
-LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]] = {
     "token-mean": agg_token_mean,
     "seq-mean-token-mean": agg_seq_mean_token_mean,
     "seq-mean-token-sum-norm": agg_seq_mean_token_sum_norm,
 }
 
 
-def loss_aggregation(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Reduce a per-token ``(B, T)`` loss with a ``(B, T)`` mask to a scalar, by name."""
+def loss_aggregation(name: str) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]:
+    """``(loss (B, T), mask (B, T), norm_length) -> scalar`` by name; only the Dr. GRPO sum uses norm_length."""
     if name not in LOSS_AGGREGATIONS:
         raise ValueError(f"unknown loss aggregation {name!r} (valid: {', '.join(LOSS_AGGREGATIONS)})")
     return LOSS_AGGREGATIONS[name]

@@ -74,7 +74,9 @@ class GenerationBatcher:
     def _maybe_flush(self) -> None:
         if not self.pending or len(self.pending) < self.live:
             return
-        batch, self.pending = self.pending, []
+        batch, self.pending = [(p, f) for p, f in self.pending if not f.done()], []  # cancelled ones are dropped
+        if not batch:
+            return
         try:
             completions = self.generator.generate([p for p, _ in batch], self.sampling)
         except Exception as exc:  # every waiting episode fails with it, none waits forever

@@ -135,3 +135,23 @@ def eval_metrics(outcomes: Sequence[SampleOutcome], k: int) -> dict[str, float]:
         metrics[f"eval/{env_key}/pass_at_{k}"] = fmean(pass_at_k(n, c, min(k, n)) for n, c in groups)
     metrics["eval/avg_pass_at_1"] = fmean(all_p1) if all_p1 else 0.0
     return metrics
+
+
+OVERALL_METRICS = (
+    "reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt", "reward/frac_zero_variance", "reward/env_error_frac",
+    "policy/loss", "policy/clip_frac", "policy/clip_frac_low", "policy/clip_frac_high", "policy/kl", "policy/entropy",
+    "policy/grad_norm", "policy/ratio_mean", "policy/lr",
+    "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens",
+    "timing/rollout_s", "timing/step_s", "perf/tokens_per_s",
+)
+PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac")
+
+
+def metric_names(env_keys: Iterable[str], eval_samples: int | None) -> set[str]:
+    """Every metric a trial reports on every step (a sweep may only optimise one of these)."""
+    env_keys = sorted(env_keys)
+    names = set(OVERALL_METRICS) | {f"reward/{e}/{m}" for e in env_keys for m in PER_ENV_METRICS}
+    if eval_samples:
+        names |= {"eval/avg_pass_at_1", "eval/global_step", "timing/eval_s"}
+        names |= {f"eval/{e}/pass_at_{k}" for e in env_keys for k in {1, eval_samples}}
+    return names

@@ -14,7 +14,7 @@ class Reporter(Protocol):
 class ConsoleReporter:
     """One line per step with the headline metrics; the full metrics as JSON lines to ``jsonl`` if given."""
 
-    HEADLINE = ("reward/avg_pass_at_1", "reward/variance_per_prompt", "policy/clip_frac", "policy/kl", "timing/step_s")
+    HEADLINE = ("reward/avg_pass_at_1", "reward/variance_per_prompt", "eval/avg_pass_at_1", "policy/clip_frac", "policy/kl", "timing/step_s")
 
     def __init__(self, stream: TextIO = sys.stdout, jsonl: TextIO | None = None):
         self.stream = stream

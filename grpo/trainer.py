@@ -96,10 +96,10 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     rollout_s = time.perf_counter() - started
     advantages = trajectory_advantages(trajectories, cfg)
     trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
-    stats: dict[str, float] = {}
-    if trained:
-        batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
-        stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle)
+    if not trained:
+        raise RuntimeError(f"every episode of this step failed in the environment; the first: {trajectories[0].error}")
+    batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
+    stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle)
     return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
 
 
@@ -121,6 +121,7 @@ def update_settings(cfg: TrainerConfig) -> UpdateSettings:
         loss_agg=a.loss_agg,
         entropy_coef=a.entropy_coef,
         ppo_epochs=a.ppo_epochs,
+        norm_length=cfg.rollout.max_sequence_length,
     )
 
 

@@ -30,6 +30,7 @@ class UpdateSettings:
     loss_agg: str = "token-mean"
     entropy_coef: float = 0.0
     ppo_epochs: int = 1
+    norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
 
 
 def policy_update(policy, reference, optimizer, batch: TrainBatch, settings: UpdateSettings, generator: torch.Generator) -> dict[str, float]:
@@ -60,13 +61,17 @@ def _step(policy, optimizer, part: TrainBatch, old_logprobs, ref_logprobs, setti
     logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature)
     mask = part.loss_mask
     clipped = ppo_clipped_loss(logprobs, old_logprobs, part.advantages, settings.clip_low, settings.clip_high)
-    aggregate = loss_aggregation(settings.loss_agg)
-    loss = aggregate(clipped.loss, mask)
-    kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref_logprobs), mask) if ref_logprobs is not None else torch.zeros(())
+    agg = loss_aggregation(settings.loss_agg)
+
+    def aggregate(values: torch.Tensor) -> torch.Tensor:
+        return agg(values, mask, settings.norm_length)
+
+    loss = aggregate(clipped.loss)
+    kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref_logprobs)) if ref_logprobs is not None else torch.zeros(())
     if ref_logprobs is not None and settings.kl_coef > 0:
         loss = loss + settings.kl_coef * kl
     if settings.entropy_coef > 0:
-        loss = loss - settings.entropy_coef * aggregate(entropy, mask)
+        loss = loss - settings.entropy_coef * aggregate(entropy)
     optimizer.zero_grad()
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)

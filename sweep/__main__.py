@@ -31,14 +31,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from sweep.config import load_sweep_config
+    from grpo.configbase import validate
+    from sweep.config import SweepConfig, load_sweep_config
 
     cfg = load_sweep_config(args.space)
+    data = cfg.model_dump()
     if args.storage:
-        cfg = cfg.model_copy(update={"storage": args.storage})
-    if args.num_samples:
-        cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"num_samples": args.num_samples})})
-    return run_sweep(cfg)
+        data["storage"] = args.storage
+    if args.num_samples is not None:
+        data["search"]["num_samples"] = args.num_samples
+    return run_sweep(validate(SweepConfig, data, f"{args.space} (with command-line overrides)"))
 
 
 def run_sweep(cfg) -> int:
@@ -50,9 +52,12 @@ def run_sweep(cfg) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if os.environ.get("GRPO_SWEEP_CACHE"):  # trials run in their own directories
+        os.environ["GRPO_SWEEP_CACHE"] = str(Path(os.environ["GRPO_SWEEP_CACHE"]).expanduser().resolve())
     prepare_base_policy(cfg)
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
+        check_resources(cfg, ray.cluster_resources())
         results = build_tuner(cfg).fit()
     finally:
         ray.shutdown()
@@ -63,6 +68,17 @@ def run_sweep(cfg) -> int:
     saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")
     print(f"results: {saved.parent}")
     return 1 if rows and all(r.status == "error" for r in rows) else 0
+
+
+def check_resources(cfg, available: dict[str, float]) -> None:
+    """A trial that asks for more than the cluster has would wait forever: say so instead."""
+    wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
+    for kind, amount in wanted.items():
+        if amount > available.get(kind, 0.0):
+            raise ConfigError(
+                f"resources: each trial asks for {amount:g} {kind}, the Ray cluster has {available.get(kind, 0.0):g}; "
+                f"lower resources.{kind.lower()}s_per_trial"
+            )
 
 
 def prepare_base_policy(cfg) -> None:

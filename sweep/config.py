@@ -18,13 +18,12 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from grpo.config import TrainerConfig
 from grpo.configbase import ConfigError, StrictModel, apply_overrides, describe_errors, dotted_keys, read_yaml, validate
 
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice", "grid")
-METRIC_PREFIXES = ("reward/", "eval/", "policy/", "rollout/")
 
 
 class Uniform(StrictModel):
@@ -33,7 +32,8 @@ class Uniform(StrictModel):
     high: float
 
     def extremes(self) -> list[Any]:
-        return [self.low, self.high]
+        """The bounds and a value between them that is not round (an int-only key refuses it)."""
+        return [self.low, self.high, self.low + (self.high - self.low) * 0.377]
 
     @model_validator(mode="after")
     def _ordered(self) -> Uniform:
@@ -116,12 +116,6 @@ class SearchConfig(StrictModel):
     seed: int = 0
     n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before TPE takes over.")
 
-    @field_validator("metric")
-    @classmethod
-    def _known_metric(cls, metric: str) -> str:
-        if not metric.startswith(METRIC_PREFIXES):
-            raise ValueError(f"not a metric the trainer reports (those start with one of {', '.join(METRIC_PREFIXES)})")
-        return metric
 
 
 class SchedulerConfig(StrictModel):
@@ -156,9 +150,33 @@ class SweepConfig(StrictModel):
         return TrainerConfig.model_validate(self.trainer)
 
 
+def _check_search(cfg: SweepConfig, source: str) -> None:
+    """Searcher, scheduler and metric agree with each other and with what the trainer reports."""
+    from grpo.data import select_tasks
+    from grpo.metrics import metric_names
+
+    base = cfg.base_trainer()
+    names = metric_names({t.env_key for t in select_tasks(base.env)}, base.eval.n_samples if base.eval.interval else None)
+    if cfg.search.metric not in names:
+        hint = " (eval/* needs trainer.eval.interval > 0)" if cfg.search.metric.startswith("eval/") and not base.eval.interval else ""
+        raise ConfigError(f"{source}: key 'search.metric' = {cfg.search.metric!r} is not reported{hint}; allowed: {', '.join(sorted(names))}")
+    if cfg.search.searcher == "optuna" and all(isinstance(d, Fixed) for d in cfg.space.values()):
+        raise ConfigError(f"{source}: key 'space' has nothing to search (no distribution); the optuna searcher needs one (or use searcher: random)")
+    if cfg.scheduler.type == "asha":
+        if cfg.scheduler.grace_period > base.total_steps:
+            raise ConfigError(f"{source}: key 'scheduler.grace_period' = {cfg.scheduler.grace_period} exceeds trainer.total_steps = {base.total_steps}")
+        if cfg.search.metric.startswith("eval/") and cfg.scheduler.grace_period % base.eval.interval:
+            raise ConfigError(
+                f"{source}: key 'scheduler.grace_period' = {cfg.scheduler.grace_period} is not a multiple of trainer.eval.interval = "
+                f"{base.eval.interval}: ASHA's rungs would compare stale eval results"
+            )
+
+
 def _check_space(cfg: SweepConfig, source: str) -> None:
     known = dotted_keys(TrainerConfig)
     for key, dist in cfg.space.items():
+        if key in ("total_steps", "output_dir"):
+            raise ConfigError(f"{source}: key 'space.{key}' cannot be swept (ASHA and the stop rule use trainer.{key}); set it under trainer")
         if key not in known:
             raise ConfigError(f"{source}: unknown trainer key 'space.{key}' (allowed: {', '.join(known)})")
         for value in dist.extremes():
@@ -174,11 +192,13 @@ def _check_space(cfg: SweepConfig, source: str) -> None:
 
 
 def _resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """Relative file paths in the trainer section are relative to the space file."""
-    env = dict(trainer.get("env") or {})
-    if isinstance(env.get("tasks_path"), str) and not Path(env["tasks_path"]).is_absolute():
-        env["tasks_path"] = str((base_dir / env["tasks_path"]).resolve())
-        return {**trainer, "env": env}
+    """Relative paths in the trainer section are relative to the space file (trials run in their own directories)."""
+    trainer = dict(trainer)
+    for section, key in (("env", "tasks_path"), ("model", "cache_dir")):
+        block = dict(trainer.get(section) or {})
+        if isinstance(block.get(key), str) and not Path(block[key]).expanduser().is_absolute():
+            block[key] = str((base_dir / block[key]).resolve())
+            trainer[section] = block
     return trainer
 
 
@@ -201,6 +221,7 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
         raise ConfigError(_name_distribution_errors(str(exc))) from None
     validate(TrainerConfig, cfg.trainer, source, prefix="trainer.")
     _check_space(cfg, source)
+    _check_search(cfg, source)
     return cfg
 
 

@@ -29,7 +29,7 @@ class LocalEnvServer:
     def start(self) -> LocalEnvServer:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "envs.local.server", "--app", self.env_key],
+            [sys.executable, "-m", "envs.local.server", "--app", self.env_key, "--parent-pid", str(os.getpid())],
             stdout=subprocess.PIPE,
             text=True,
             env=env,

@@ -97,8 +97,17 @@ def _listen_socket() -> socket.socket:
 
 
 def _exit_with_parent(parent_pid: int) -> None:
+    def alive() -> bool:
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return os.getppid() != 1 or parent_pid == 1
+
     def watch() -> None:
-        while os.getppid() == parent_pid:
+        while alive():
             time.sleep(0.5)
         os._exit(0)
 
@@ -112,9 +121,10 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Serve a local tool-use app over MCP on 127.0.0.1.")
     parser.add_argument("--app", required=True, help="env_key of the app to serve")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (default: the parent)")
     args = parser.parse_args(argv)
     app = get_app(args.app)
-    _exit_with_parent(os.getppid())
+    _exit_with_parent(args.parent_pid or os.getppid())
     sock = _listen_socket()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(build_app(app), log_level="warning", access_log=False)

@@ -125,7 +125,8 @@ def test_loss_aggregations_by_hand():
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
     assert loss_aggregation("token-mean")(loss, mask).item() == pytest.approx((1 + 2 + 3 + 10) / 4)  # 4.0
     assert loss_aggregation("seq-mean-token-mean")(loss, mask).item() == pytest.approx((2.0 + 10.0) / 2)  # 6.0
-    assert loss_aggregation("seq-mean-token-sum-norm")(loss, mask).item() == pytest.approx((6 / 3 + 10 / 3) / 2)
+    # Dr. GRPO divides each sequence's sum by a constant (here 8), not by the padded width
+    assert loss_aggregation("seq-mean-token-sum-norm")(loss, mask, 8).item() == pytest.approx((6 / 8 + 10 / 8) / 2)
 
 
 def test_unknown_variant_names_list_the_valid_ones():

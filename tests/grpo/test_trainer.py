@@ -37,6 +37,10 @@ def test_two_steps_report_sane_metrics_and_eval(tmp_path):
         assert 1.0 <= m["rollout/num_turns"] <= 3.0
         assert m["timing/step_s"] > 0 and m["perf/tokens_per_s"] > 0
         assert 0.0 <= m["eval/avg_pass_at_1"] <= m["eval/hotel/pass_at_2"] <= 1.0
+    from grpo.metrics import metric_names
+
+    for _, m in reporter.reports:  # what a sweep may optimise is reported on every step
+        assert metric_names(["hotel"], cfg.eval.n_samples) <= set(m)
     assert [m["policy/lr"] for _, m in reporter.reports] == [cfg.optim.lr / 2, cfg.optim.lr]
     # evals before step 1 (the base policy, global step 0), after step 1 and after step 2; each report
     # carries the eval made after its own step

@@ -90,3 +90,35 @@ def test_unknown_metric(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_sweep_config(tmp_path / "nope.yaml")
+
+
+def test_asha_grace_period_beyond_the_run(tmp_path):
+    _fails(tmp_path, GOOD + "scheduler: {type: asha, grace_period: 5}\n", "scheduler.grace_period", "total_steps = 3")
+
+
+def test_optuna_needs_something_to_search(tmp_path):
+    text = "trainer: {total_steps: 3}\nspace:\n  optim.lr: 0.001\n"
+    _fails(tmp_path, text, "nothing to search")
+
+
+def test_total_steps_cannot_be_swept(tmp_path):
+    _fails(tmp_path, GOOD + "  total_steps: {choice: [2, 4]}\n", "space.total_steps", "cannot be swept")
+
+
+def test_uniform_on_an_integer_key(tmp_path):
+    _fails(tmp_path, GOOD.replace("rollout.n_samples_per_prompt: 4", "rollout.n_samples_per_prompt: {uniform: [2, 8]}"),
+           "space.rollout.n_samples_per_prompt", "valid integer")
+
+
+def test_eval_metric_needs_eval_on(tmp_path):
+    _fails(tmp_path, GOOD + "search: {metric: eval/avg_pass_at_1}\n", "eval.interval > 0")
+    cfg = _load(tmp_path, GOOD.replace("{total_steps: 3}", "{total_steps: 4, eval: {interval: 2}}") +
+                "search: {metric: eval/hotel/pass_at_4}\nscheduler: {grace_period: 2}\n")
+    assert cfg.search.metric == "eval/hotel/pass_at_4"
+    _fails(tmp_path, GOOD.replace("{total_steps: 3}", "{total_steps: 4, eval: {interval: 2}}") +
+           "search: {metric: eval/avg_pass_at_1}\nscheduler: {grace_period: 3}\n", "not a multiple", "stale eval")
+
+
+def test_relative_paths_are_relative_to_the_space_file(tmp_path):
+    cfg = _load(tmp_path, GOOD.replace("{total_steps: 3}", "{total_steps: 3, model: {cache_dir: cache}}"))
+    assert cfg.trainer["model"]["cache_dir"] == str((tmp_path / "cache").resolve())
