@@ -21,7 +21,7 @@ class ConsoleReporter:
         self.jsonl = jsonl
 
     def report(self, step: int, metrics: dict[str, float]) -> None:
-        parts = [f"{k.split('/')[-1]}={metrics[k]:.4g}" for k in self.HEADLINE if k in metrics]
+        parts = [f"{k if k.startswith('eval/') else k.split('/')[-1]}={metrics[k]:.4g}" for k in self.HEADLINE if k in metrics]
         print(f"step {step}: " + " ".join(parts), file=self.stream, flush=True)
         if self.jsonl is not None:
             self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
