@@ -98,6 +98,14 @@ class EvalConfig(StrictModel):
     n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
 
 
+class CheckpointConfig(StrictModel):
+    """Resumable state (policy, optimizer, step, RNG, data position), saved every ``interval`` steps."""
+
+    interval: int = Field(0, ge=0, description="Save after every interval-th step and the last (0: never).")
+    keep_last: int = Field(2, ge=1, description="Checkpoints kept on disk by the trainer.")
+    dir: str | None = Field(None, description="Where checkpoints go (None: output_dir/checkpoints, else a temporary directory).")
+
+
 class TrainerConfig(StrictModel):
     """One GRPO trial."""
 
@@ -107,6 +115,8 @@ class TrainerConfig(StrictModel):
     rollout: RolloutConfig = RolloutConfig()
     env: EnvConfig = EnvConfig()
     eval: EvalConfig = EvalConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    resume_from: str | None = Field(None, description="A checkpoint directory to continue from (its next step).")
     output_dir: str | None = Field(None, description="Where eval trajectories are written (None: not written).")
     total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
     seed: int = Field(0, description="Seeds task order, sampling and initialisation.")

@@ -39,6 +39,17 @@ class TaskSampler:
         self.rng = random.Random(seed)
         self.queue: list[Task] = []
 
+    def state(self) -> dict:
+        """The position in the current epoch and the shuffle RNG, JSON-able."""
+        version, internal, gauss = self.rng.getstate()
+        return {"queue": [t.task_key for t in self.queue], "rng": [version, list(internal), gauss]}
+
+    def restore(self, state: dict) -> None:
+        by_key = {t.task_key: t for t in self.tasks}
+        self.queue = [by_key[k] for k in state["queue"]]
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
     def next_batch(self, size: int) -> list[Task]:
         batch: list[Task] = []
         while len(batch) < size:

@@ -59,11 +59,13 @@ class GenerationBatcher:
         self.generator = generator
         self.sampling = sampling
         self.live = live
-        self.pending: list[tuple[list[int], asyncio.Future[Completion]]] = []
+        self.pending: list[tuple[int, list[int], asyncio.Future[Completion]]] = []
 
-    async def generate(self, prompt: list[int]) -> Completion:
+    async def generate(self, prompt: list[int], order: int) -> Completion:
+        """The next turn of the episode numbered ``order``; batches are sorted by it, so sampling does not
+        depend on which tool call happened to return first."""
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
-        self.pending.append((prompt, future))
+        self.pending.append((order, prompt, future))
         self._maybe_flush()
         return await future
 
@@ -74,20 +76,23 @@ class GenerationBatcher:
     def _maybe_flush(self) -> None:
         if not self.pending or len(self.pending) < self.live:
             return
-        batch, self.pending = [(p, f) for p, f in self.pending if not f.done()], []  # cancelled ones are dropped
+        batch = sorted((item for item in self.pending if not item[2].done()), key=lambda item: item[0])  # cancelled ones dropped
+        self.pending = []
         if not batch:
             return
         try:
-            completions = self.generator.generate([p for p, _ in batch], self.sampling)
+            completions = self.generator.generate([prompt for _, prompt, _ in batch], self.sampling)
         except Exception as exc:  # every waiting episode fails with it, none waits forever
-            for _, future in batch:
+            for _, _, future in batch:
                 future.set_exception(exc)
             return
-        for (_, future), completion in zip(batch, completions):
+        for (_, _, future), completion in zip(batch, completions):
             future.set_result(completion)
 
 
-async def _run_episode(task: Task, group_id: int, client: EnvClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> Trajectory:
+async def _run_episode(
+    task: Task, group_id: int, order: int, client: EnvClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits
+) -> Trajectory:
     traj = Trajectory(task.task_key, task.env_key, group_id)
     released = False
 
@@ -102,7 +107,7 @@ async def _run_episode(task: Task, group_id: int, client: EnvClient, batcher: Ge
             signatures = [tool_signature(t.name, t.input_schema) for t in session.tools]
             traj.append(chat.prompt_ids(opening_messages(task.prompt, signatures, task.env_variables)), own=False)
             traj.prompt_length = len(traj.token_ids)
-            await _turns(traj, session, batcher, chat, limits)
+            await _turns(traj, order, session, batcher, chat, limits)
             release()
             traj.reward = await session.score()
     except EnvError as exc:
@@ -112,12 +117,12 @@ async def _run_episode(task: Task, group_id: int, client: EnvClient, batcher: Ge
     return traj
 
 
-async def _turns(traj: Trajectory, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> None:
+async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> None:
     for _ in range(limits.max_turns):
         if len(traj.token_ids) + limits.max_generate_length > limits.max_sequence_length:
             traj.stop_reason = "max_sequence_length"
             return
-        completion = await batcher.generate(traj.token_ids)
+        completion = await batcher.generate(traj.token_ids, order)
         traj.append(completion.token_ids, own=True)
         traj.num_turns += 1
         if completion.finish_reason == "length":
@@ -147,4 +152,4 @@ async def run_episodes(
     sampling = SamplingParams(limits.max_generate_length, limits.temperature)
     batcher = GenerationBatcher(generator, sampling, live=len(tasks) * n_samples)
     jobs = [(task, group) for group, task in enumerate(tasks) for _ in range(n_samples)]
-    return list(await asyncio.gather(*[_run_episode(task, group, clients[task.env_key], batcher, chat, limits) for task, group in jobs]))
+    return list(await asyncio.gather(*[_run_episode(task, group, i, clients[task.env_key], batcher, chat, limits) for i, (task, group) in enumerate(jobs)]))

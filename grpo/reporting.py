@@ -8,7 +8,8 @@ from typing import Protocol, TextIO
 
 
 class Reporter(Protocol):
-    def report(self, step: int, metrics: dict[str, float]) -> None: ...
+    def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
+        """Called exactly once per step; ``checkpoint`` is the directory saved at this step, if any."""
 
 
 class ConsoleReporter:
@@ -20,9 +21,10 @@ class ConsoleReporter:
         self.stream = stream
         self.jsonl = jsonl
 
-    def report(self, step: int, metrics: dict[str, float]) -> None:
+    def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
         parts = [f"{k if k.startswith('eval/') else k.split('/')[-1]}={metrics[k]:.4g}" for k in self.HEADLINE if k in metrics]
-        print(f"step {step}: " + " ".join(parts), file=self.stream, flush=True)
+        saved = f" (checkpoint {checkpoint})" if checkpoint else ""
+        print(f"step {step}: " + " ".join(parts) + saved, file=self.stream, flush=True)
         if self.jsonl is not None:
             self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
             self.jsonl.flush()
@@ -33,6 +35,9 @@ class ListReporter:
 
     def __init__(self) -> None:
         self.reports: list[tuple[int, dict[str, float]]] = []
+        self.checkpoints: list[str] = []
 
-    def report(self, step: int, metrics: dict[str, float]) -> None:
+    def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
         self.reports.append((step, dict(metrics)))
+        if checkpoint:
+            self.checkpoints.append(checkpoint)

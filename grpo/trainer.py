@@ -2,16 +2,19 @@
 
 One step: draw tasks, run ``n_samples_per_prompt`` episodes of each against the environment, compute
 group-relative advantages, update the policy, report metrics once. Held-out eval runs before step 1 (the
-base policy), after every ``eval.interval``-th step and after the last; each report carries the newest. Leaves out: checkpoint/resume, FSDP2 (issue 4), vLLM
-(issue 9).
+base policy), after every ``eval.interval``-th step and after the last; each report carries the newest.
+Checkpoints (``grpo.checkpoint``) make a trial resumable at its next step with the same data order.
+Leaves out: FSDP2 (issue 4), vLLM (issue 9).
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -20,6 +23,7 @@ from envs.local.launch import LocalEnvServer
 from grpo.algorithm import group_advantages
 from grpo.batching import collate
 from grpo.chat import ChatFormat
+from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
@@ -46,7 +50,8 @@ class Models:
 
 
 def train(cfg: TrainerConfig, reporter: Reporter) -> None:
-    """Run ``cfg.total_steps`` GRPO steps, reporting after each (the latest eval metrics ride along)."""
+    """Run GRPO steps up to ``cfg.total_steps`` (from ``resume_from``'s next step), reporting after each;
+    the newest eval metrics ride along, and a checkpoint every ``checkpoint.interval`` steps."""
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
@@ -54,18 +59,41 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     models = build_models(cfg, train_tasks)
     sampler = TaskSampler(train_tasks, cfg.seed)
     shuffle = torch.Generator().manual_seed(cfg.seed)
+    first_step = resume(cfg, models, sampler, shuffle) + 1
     latest_eval: dict[str, float] = {}
     with ExitStack() as stack:
         env_keys = sorted({t.env_key for t in train_tasks + eval_tasks})
         urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in env_keys}
-        for step in range(1, cfg.total_steps + 1):
+        for step in range(first_step, cfg.total_steps + 1):
             set_learning_rate(cfg, models.optimizer, step)
-            if eval_tasks and step == 1:
-                latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=0)  # the base policy
+            if eval_tasks and step == first_step:
+                latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step - 1)  # where training starts
             metrics = run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle)
-            if eval_tasks and (step % cfg.eval.interval == 0 or step == cfg.total_steps):
+            last = step == cfg.total_steps
+            if eval_tasks and (step % cfg.eval.interval == 0 or last):
                 latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step)
-            reporter.report(step, {**metrics, **latest_eval})
+            saved = None
+            if cfg.checkpoint.interval and (step % cfg.checkpoint.interval == 0 or last):
+                state = TrainerState(step, sampler.state())
+                saved = str(save_checkpoint(checkpoint_root(cfg), state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last))
+            reporter.report(step, {**metrics, **latest_eval}, saved)
+
+
+def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: torch.Generator) -> int:
+    """Restore from ``cfg.resume_from`` if set; returns the last finished step (0 for a fresh start)."""
+    if not cfg.resume_from:
+        return 0
+    state = load_checkpoint(cfg.resume_from, models.policy, models.optimizer, shuffle)
+    sampler.restore(state.sampler)
+    return state.step
+
+
+def checkpoint_root(cfg: TrainerConfig) -> Path:
+    if cfg.checkpoint.dir:
+        return Path(cfg.checkpoint.dir)
+    if cfg.output_dir:
+        return Path(cfg.output_dir) / "checkpoints"
+    return Path(tempfile.mkdtemp(prefix="grpo-checkpoints-"))
 
 
 def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str], global_step: int) -> dict[str, float]:

@@ -30,6 +30,7 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
             "model": TEST_MODEL,
             "rollout": {"prompts_per_step": 2, "max_turns": 3},
             "eval": {"interval": 2, "max_tasks": 2, "n_samples": 2},
+            "checkpoint": {"interval": 2},
         },
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}, "rollout.n_samples_per_prompt": {"choice": [2, 3]}},
         "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 1},
@@ -70,6 +71,13 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
                         "reward/hotel/pass_at_1", "reward/hotel/variance_per_prompt", "policy/clip_frac", "policy/kl"):
                 assert key in r and not math.isnan(r[key]), key
             assert 0.0 <= r["eval/avg_pass_at_1"] <= 1.0
+
+    # checkpoints reach Tune (and so the sweep's storage): steps 2 and 3 of a finished trial
+    finished = [r for r in rows if r["status"] == "finished"]
+    for row in finished:
+        trial_dir = next((tmp_path / "results" / "e2e").glob(f"run_trial_{row['trial']}_*"))
+        saved = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
+        assert len(saved) == 2 and all((trial_dir / name / "trainer_state.json").is_file() for name in saved)
 
     # eval trajectories land under the sweep's storage, per trial, per policy step
     trials = sorted((tmp_path / "results" / "e2e" / "trajectories").iterdir())

@@ -1,0 +1,89 @@
+"""Save and restore everything a trial needs to continue exactly: policy, optimizer, step, RNG, data position.
+
+Tensors go through torch distributed checkpoint (``get_state_dict`` / ``dcp.save``), which is what the
+FSDP2 path will shard; the small rest (step, sampler position, RNG states) is a JSON and a torch file
+beside them. A checkpoint is written to ``global_step_{N}.tmp`` and renamed when complete, so a crash
+mid-save never leaves a half checkpoint that looks whole. ``keep_last`` prunes older ones.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+STATE_FILE = "trainer_state.json"
+RNG_FILE = "rng.pt"
+
+
+@dataclass
+class TrainerState:
+    """What is not a tensor of the model or optimizer: the finished step and the task sampler's position."""
+
+    step: int
+    sampler: dict[str, Any]
+
+
+@contextmanager
+def _single_process_ok() -> Iterator[None]:
+    """DCP warns that it saves in one process when no process group exists; that is intended here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def save_checkpoint(root: str | Path, state: TrainerState, policy, optimizer, shuffle: torch.Generator, keep_last: int) -> Path:
+    """Write ``root/global_step_{step}`` atomically; returns its path."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    root = Path(root)
+    final = root / f"global_step_{state.step}"
+    tmp = root / f"global_step_{state.step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    with _single_process_ok():
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
+    (tmp / STATE_FILE).write_text(json.dumps({"step": state.step, "sampler": state.sampler}))
+    torch.save({"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}, tmp / RNG_FILE)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    prune(root, keep_last)
+    return final
+
+
+def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generator) -> TrainerState:
+    """Restore policy, optimizer and RNG states in place; returns the step and sampler position."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    path = Path(path)
+    if not (path / STATE_FILE).is_file():
+        raise FileNotFoundError(f"{path}: not a grpo-sweep checkpoint (no {STATE_FILE})")
+    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    loaded = {"model": model_sd, "optim": optim_sd}
+    with _single_process_ok():
+        dcp.load(loaded, checkpoint_id=str(path / "dcp"))
+    set_state_dict(policy, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
+    rng = torch.load(path / RNG_FILE, weights_only=False)
+    torch.set_rng_state(rng["torch"])
+    shuffle.set_state(rng["shuffle"])
+    random.setstate(rng["python"])
+    meta = json.loads((path / STATE_FILE).read_text())
+    return TrainerState(step=meta["step"], sampler=meta["sampler"])
+
+
+def prune(root: Path, keep_last: int) -> None:
+    """Delete all but the newest ``keep_last`` complete checkpoints under root."""
+    done = sorted((p for p in root.glob("global_step_*") if p.is_dir() and not p.name.endswith(".tmp")), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    for old in done[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
