@@ -62,7 +62,9 @@ def run_sweep(cfg) -> int:
     finally:
         ray.shutdown()
     total = cfg.base_trainer().total_steps
-    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space)) for r in results]
+    rule = cfg.stopping.zero_signal
+    zero = (rule.threshold, rule.patience) if rule.enabled else None
+    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
     rows = leaderboard.rank(rows, cfg.search.mode)
     leaderboard.render(rows, cfg.search.metric)
     saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")

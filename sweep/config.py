@@ -124,6 +124,18 @@ class SchedulerConfig(StrictModel):
     reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials at each rung.")
 
 
+class ZeroSignalConfig(StrictModel):
+    """Stop a trial whose reward/variance_per_prompt stays below ``threshold`` for ``patience`` steps in a row."""
+
+    enabled: bool = False
+    threshold: float = Field(1e-3, gt=0, description="variance_per_prompt below this counts as no signal.")
+    patience: int = Field(3, ge=1, description="Consecutive steps without signal before the trial stops.")
+
+
+class StoppingConfig(StrictModel):
+    zero_signal: ZeroSignalConfig = ZeroSignalConfig()
+
+
 class ResourcesConfig(StrictModel):
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs Ray reserves for each trial.")
     gpus_per_trial: float = Field(0.0, ge=0, description="GPUs Ray reserves for each trial.")
@@ -135,6 +147,7 @@ class SweepConfig(StrictModel):
     space: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution.")
     search: SearchConfig = SearchConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    stopping: StoppingConfig = StoppingConfig()
     resources: ResourcesConfig = ResourcesConfig()
     max_concurrent_trials: int = Field(2, ge=1)
     storage: str = Field("sweep_results", description="Local directory for results (relative to the working directory).")

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-VARIANCE = "reward/variance_per_prompt"
+from sweep.stoppers import VARIANCE, no_signal
 
 
 @dataclass
@@ -19,7 +19,7 @@ class TrialRow:
     best_metric: float | None
     last_variance_per_prompt: float | None
     steps: int
-    status: str  # finished | stopped early | error
+    status: str  # finished | stopped early (the scheduler) | zero signal | error
     error: str = ""
 
 
@@ -27,7 +27,7 @@ def _num(value: Any) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str]) -> TrialRow:
+def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str], zero_signal: tuple[float, int] | None = None) -> TrialRow:
     """Summarise one Tune ``Result``."""
     frame = result.metrics_dataframe
     config = {k: result.config.get(k) for k in keys}
@@ -37,6 +37,8 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str])
     series = frame[metric]
     steps = int(frame["training_iteration"].max())
     status = "error" if result.error else ("finished" if steps >= total_steps else "stopped early")
+    if status == "stopped early" and zero_signal and VARIANCE in frame and no_signal(list(frame[VARIANCE]), *zero_signal):
+        status = "zero signal"
     return TrialRow(
         trial=name,
         config=config,

@@ -1,6 +1,8 @@
-"""Build the Ray Tune ``Tuner`` for a validated SweepConfig: searcher, scheduler, resources, storage.
+"""Build the Ray Tune ``Tuner`` for a validated SweepConfig: searcher, scheduler, stoppers, resources, storage.
 
-Leaves out (issue 6): PBT, median stopping, the zero-signal stopper, S3, W&B, resume.
+Imported only when a sweep runs (it imports Ray); ``sweep validate`` never loads it.
+
+Leaves out (issue 6): PBT, median stopping, S3, W&B, resume.
 """
 
 from __future__ import annotations
@@ -8,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
+
 from sweep.config import SweepConfig
 from sweep.space import tune_param_space
+from sweep.stoppers import ZeroSignalStopper
 from sweep.trial import run_trial
 
 
@@ -49,6 +54,19 @@ def build_scheduler(cfg: SweepConfig):
     return FIFOScheduler()
 
 
+class TuneZeroSignalStopper(ZeroSignalStopper, Stopper):
+    """The zero-signal rule as a Ray Tune stopper."""
+
+
+def build_stopper(cfg: SweepConfig) -> Stopper:
+    """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while."""
+    steps = MaximumIterationStopper(cfg.base_trainer().total_steps)
+    rule = cfg.stopping.zero_signal
+    if not rule.enabled:
+        return steps
+    return CombinedStopper(steps, TuneZeroSignalStopper(rule.threshold, rule.patience))
+
+
 def build_tuner(cfg: SweepConfig):
     from ray import tune
 
@@ -68,7 +86,7 @@ def build_tuner(cfg: SweepConfig):
         run_config=tune.RunConfig(
             name=cfg.name,
             storage_path=str(storage_path(cfg)),
-            stop={"training_iteration": cfg.base_trainer().total_steps},
+            stop=build_stopper(cfg),
             verbose=1,
         ),
     )
