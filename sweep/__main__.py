@@ -27,6 +27,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
           f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.base_trainer().total_steps} steps each")
     for key, dist in cfg.space.items():
         print(f"  {key}: {dist.model_dump()}")
+    rule = cfg.stopping.zero_signal
+    if rule.enabled:
+        print(f"  stop on zero signal: variance_per_prompt < {rule.threshold:g} for {rule.patience} steps")
     return 0
 
 
