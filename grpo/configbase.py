@@ -7,7 +7,6 @@ Leaves out: the config schemas themselves (``grpo.config``, ``sweep.config``).
 from __future__ import annotations
 
 import copy
-import typing
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -123,10 +122,3 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     for key in sorted(overrides):
         data = set_dotted(data, key, overrides[key])
     return data
-
-
-def literal_values(annotation: Any) -> list[Any]:
-    """The allowed values of a ``Literal[...]`` annotation, else an empty list."""
-    if get_origin(annotation) is typing.Literal:
-        return list(get_args(annotation))
-    return []
