@@ -76,7 +76,10 @@ class RolloutConfig(StrictModel):
     temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature.")
     max_turns: int = Field(4, ge=1, description="Model turns per episode.")
     max_generate_length: int = Field(64, ge=1, description="Tokens the model may generate per turn.")
-    max_sequence_length: int = Field(640, ge=16, description="Tokens in a whole episode; longer ones end there.")
+    max_input_length: int = Field(576, ge=1, description="Context tokens before a model turn; past this the episode ends.")
+    max_sequence_length: int = Field(
+        640, ge=16, description="Tokens in a whole episode; a longer one is truncated and trains on none of its tokens (DAPO overlong filter)."
+    )
 
 
 class EnvConfig(StrictModel):

@@ -2,10 +2,10 @@
 
 An episode opens an MCP session for its task, renders the prompt once, then alternates: the model's
 sampled ids (loss mask 1) and the tool turn's ids (loss mask 0). It ends on ``<done>``, after
-``max_turns`` model turns, when a turn hits ``max_generate_length`` without finishing, or when the next
-turn could not fit in ``max_sequence_length``. A malformed answer gets an error message as its tool
-result. A failure of the environment marks the episode ``env_error`` (left out of the advantage).
-Leaves out: ``max_input_length`` and the DAPO overlong filter (issue 4).
+``max_turns`` model turns, when a turn hits ``max_generate_length`` without finishing, or when the
+context has grown past ``max_input_length``. An episode longer than ``max_sequence_length`` is truncated
+and trains on none of its tokens (DAPO overlong filter). A malformed answer gets an error message as its
+tool result. A failure of the environment marks the episode ``env_error`` (left out of the advantage).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class EpisodeLimits:
     max_generate_length: int
     max_sequence_length: int
     temperature: float
+    max_input_length: int | None = None
 
 
 @dataclass
@@ -45,11 +46,20 @@ class Trajectory:
     tool_errors: int = 0
     stop_reason: str = "max_turns"
     env_error: bool = False
+    overlong: bool = False
     error: str = ""
 
     def append(self, ids: Sequence[int], own: bool) -> None:
         self.token_ids.extend(ids)
         self.loss_mask.extend([1 if own else 0] * len(ids))
+
+    def filter_overlong(self, max_sequence_length: int) -> None:
+        """DAPO overlong filter: a sequence past the limit is truncated and trains on none of its tokens
+        (its reward still counts in its group); ``overlong`` records it."""
+        if len(self.token_ids) > max_sequence_length:
+            self.token_ids = self.token_ids[:max_sequence_length]
+            self.loss_mask = [0] * max_sequence_length
+            self.overlong = True
 
 
 class GenerationBatcher:
@@ -110,6 +120,7 @@ async def _run_episode(
             await _turns(traj, order, session, batcher, chat, limits)
             release()
             traj.reward = await session.score()
+            traj.filter_overlong(limits.max_sequence_length)
     except EnvError as exc:
         traj.env_error, traj.stop_reason, traj.error = True, "env_error", str(exc)
     finally:
@@ -118,9 +129,9 @@ async def _run_episode(
 
 
 async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> None:
-    for _ in range(limits.max_turns):
-        if len(traj.token_ids) + limits.max_generate_length > limits.max_sequence_length:
-            traj.stop_reason = "max_sequence_length"
+    for turn in range(limits.max_turns):
+        if limits.max_input_length is not None and len(traj.token_ids) > limits.max_input_length:
+            traj.stop_reason = "max_input_length"
             return
         completion = await batcher.generate(traj.token_ids, order)
         traj.append(completion.token_ids, own=True)
@@ -132,16 +143,22 @@ async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatch
         if isinstance(action, Done):
             traj.stop_reason = "done"
             return
-        if isinstance(action, ToolCall):
-            traj.tool_calls += 1
-            result = await session.call_tool(action.name, action.arguments)
-            text, failed = result.text, result.is_error
-        else:
-            assert isinstance(action, Malformed)
-            text, failed = action.error, True
-        traj.tool_errors += int(failed)
-        traj.append(chat.tool_turn_ids(text), own=False)
+        text = await _act(traj, session, action)
+        if turn + 1 < limits.max_turns:  # after the last turn the call still acts, but no model reads its result
+            traj.append(chat.tool_turn_ids(text), own=False)
     traj.stop_reason = "max_turns"
+
+
+async def _act(traj: Trajectory, session, action: ToolCall | Malformed) -> str:
+    """Run a tool call (or explain a malformed answer); returns the text the agent is shown."""
+    if isinstance(action, ToolCall):
+        traj.tool_calls += 1
+        result = await session.call_tool(action.name, action.arguments)
+        text, failed = result.text, result.is_error
+    else:
+        text, failed = action.error, True
+    traj.tool_errors += int(failed)
+    return text
 
 
 async def run_episodes(

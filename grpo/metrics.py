@@ -87,8 +87,8 @@ def reward_metrics(outcomes: Sequence[SampleOutcome]) -> dict[str, float]:
 def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
     """``rollout/*``: mean turns, tool calls, tool error rate, response tokens, and stop-reason shares.
 
-    ``trajectories`` are records with ``num_turns``, ``tool_calls``, ``tool_errors``, ``loss_mask`` and
-    ``stop_reason`` attributes.
+    ``trajectories`` are records with ``num_turns``, ``tool_calls``, ``tool_errors``, ``loss_mask``,
+    ``overlong`` and ``stop_reason`` attributes.
     """
     if not trajectories:
         return {}
@@ -99,6 +99,7 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         "rollout/tool_calls": calls / len(trajectories),
         "rollout/tool_error_rate": sum(t.tool_errors for t in trajectories) / max(turns, 1),
         "rollout/response_tokens": fmean(sum(t.loss_mask) for t in trajectories),
+        "rollout/overlong_frac": sum(t.overlong for t in trajectories) / len(trajectories),
     }
     reasons = defaultdict(int)
     for t in trajectories:
@@ -141,7 +142,7 @@ OVERALL_METRICS = (
     "reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt", "reward/frac_zero_variance", "reward/env_error_frac",
     "policy/loss", "policy/clip_frac", "policy/clip_frac_low", "policy/clip_frac_high", "policy/kl", "policy/entropy",
     "policy/grad_norm", "policy/ratio_mean", "policy/lr",
-    "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens",
+    "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens", "rollout/overlong_frac",
     "timing/rollout_s", "timing/step_s", "perf/tokens_per_s",
 )
 PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac")

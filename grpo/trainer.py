@@ -133,7 +133,7 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
 
 def episode_limits(cfg: TrainerConfig) -> EpisodeLimits:
     r = cfg.rollout
-    return EpisodeLimits(r.max_turns, r.max_generate_length, r.max_sequence_length, r.temperature)
+    return EpisodeLimits(r.max_turns, r.max_generate_length, r.max_sequence_length, r.temperature, r.max_input_length)
 
 
 def update_settings(cfg: TrainerConfig) -> UpdateSettings:

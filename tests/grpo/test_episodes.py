@@ -89,3 +89,27 @@ def test_a_failing_generator_fails_every_episode_instead_of_hanging(hotel_server
 
     with pytest.raises(RuntimeError, match="out of memory"):
         asyncio.run(asyncio.wait_for(run_episodes(tasks[:2], 2, {"hotel": EnvClient(hotel_server.base_url)}, Broken(), chat, LIMITS), 60))
+
+
+def test_input_limit_overlong_filter_and_the_last_turns_tool_call(hotel_server, chat, tasks):
+    task = tasks[0]  # one booking call solves it
+    call = reference_conversation(task).turns[0][0]
+    client = {"hotel": EnvClient(hotel_server.base_url)}
+
+    # the only turn is the last: the call still books (reward 1) but its result is not appended
+    one = EpisodeLimits(max_turns=1, max_generate_length=64, max_sequence_length=1024, temperature=1.0)
+    [traj] = asyncio.run(run_episodes([task], 1, client, ScriptedGenerator(chat, {_key(chat, task): [call]}), chat, one))
+    assert (traj.reward, traj.stop_reason, traj.tool_calls) == (1.0, "max_turns", 1)
+    assert traj.token_ids[-1] == chat.end_id and len(traj.token_ids) == traj.prompt_length + len(chat.assistant_ids(call))
+
+    # the context after a turn is past max_input_length: the episode ends before the next model turn
+    prompt_len = len(_key(chat, task))
+    tight = EpisodeLimits(max_turns=4, max_generate_length=64, max_sequence_length=1024, temperature=1.0, max_input_length=prompt_len + 5)
+    [traj] = asyncio.run(run_episodes([task], 1, client, ScriptedGenerator(chat, {_key(chat, task): ["hm", "hm"]}), chat, tight))
+    assert (traj.num_turns, traj.stop_reason) == (1, "max_input_length")
+
+    # longer than max_sequence_length: truncated, trains on none of its tokens, reward kept
+    short = EpisodeLimits(max_turns=4, max_generate_length=64, max_sequence_length=prompt_len + 10, temperature=1.0)
+    [traj] = asyncio.run(run_episodes([task], 1, client, ScriptedGenerator(chat, {_key(chat, task): [call, "<done>"]}), chat, short))
+    assert traj.overlong and traj.reward == 1.0
+    assert len(traj.token_ids) == prompt_len + 10 and sum(traj.loss_mask) == 0

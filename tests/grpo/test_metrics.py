@@ -54,8 +54,8 @@ def test_reward_metrics_overall_and_per_env():
 
 def test_rollout_metrics():
     trajs = [
-        SimpleNamespace(num_turns=2, tool_calls=1, tool_errors=1, loss_mask=[0, 1, 1], stop_reason="done"),
-        SimpleNamespace(num_turns=4, tool_calls=3, tool_errors=0, loss_mask=[0, 1, 1, 1, 1], stop_reason="max_turns"),
+        SimpleNamespace(num_turns=2, tool_calls=1, tool_errors=1, loss_mask=[0, 1, 1], stop_reason="done", overlong=False),
+        SimpleNamespace(num_turns=4, tool_calls=3, tool_errors=0, loss_mask=[0, 1, 1, 1, 1], stop_reason="max_turns", overlong=True),
     ]
     m = rollout_metrics(trajs)
     assert m["rollout/num_turns"] == 3.0
@@ -63,6 +63,7 @@ def test_rollout_metrics():
     assert m["rollout/tool_error_rate"] == pytest.approx(1 / 6)
     assert m["rollout/response_tokens"] == 3.0
     assert m["rollout/stop_done_frac"] == 0.5
+    assert m["rollout/overlong_frac"] == 0.5
 
 
 def test_pass_at_k_by_hand():
