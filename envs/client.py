@@ -5,7 +5,7 @@ MCP session carrying the episode id, lists the tools; ``session.call_tool`` retu
 agent sees; ``session.score()`` reads the final state and runs the task's verifier.
 Failures of the environment itself (unreachable, timeout) raise ``EnvError``; a tool that reports an
 error is a normal result with ``is_error=True``. Opening an episode is retried with exponential backoff
-and jitter; tool calls are not (they are not idempotent). Leaves out: retry on an empty tool list (issue 5).
+and jitter, and so is an empty tool list; tool calls are not (they are not idempotent).
 """
 
 from __future__ import annotations
@@ -135,6 +135,8 @@ class EnvClient:
         async with self.limit:
             listed = await mcp.list_tools()
         tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
+        if not tools:  # seen in production under load ("no tools found"): retried like a connection error
+            raise EnvError(f"{self.base_url} listed no tools")
         return EpisodeSession(self, mcp, admin, episode_id, task, start, tools)
 
 

@@ -1,8 +1,9 @@
-"""``python -m sweep``: run, validate, train.
+"""``python -m sweep``: run, validate, train, envs check.
 
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
+    python -m sweep envs check [tasks.jsonl] [--write kept.jsonl]     # replay reference solutions live
 
 Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
 """
@@ -123,6 +124,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_envs_check(args: argparse.Namespace) -> int:
+    from envs.check import check_tasks, render, write_kept
+    from envs.task import load_tasks
+
+    report = check_tasks(load_tasks(args.tasks))
+    render(report)
+    if args.write:
+        write_kept(report, args.write)
+        print(f"wrote {len(report.kept())} passing tasks to {args.write}")
+    return 1 if any(report.failed.values()) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep", description="Hyperparameter sweeps of GRPO tool-use agents on Ray Tune.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -138,7 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("config", type=Path)
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
     train.set_defaults(func=_cmd_train)
+    envs = commands.add_parser("envs", help="local environments: check task sets against them")
+    envs_commands = envs.add_subparsers(dest="envs_command", required=True)
+    check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
+    check_cmd.add_argument("tasks", type=Path, nargs="?", default=None, help="a JSONL task file (default: the shipped hotel tasks)")
+    check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
+    check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)
+    if getattr(args, "envs_command", None) == "check" and args.tasks is None:
+        from grpo.config import DEFAULT_TASKS
+
+        args.tasks = Path(DEFAULT_TASKS)
     try:
         return args.func(args)
     except ConfigError as exc:
