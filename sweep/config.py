@@ -115,6 +115,9 @@ class SearchConfig(StrictModel):
     mode: Literal["max", "min"] = "max"
     seed: int = 0
     n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before TPE takes over.")
+    points_to_evaluate: list[dict[str, Any]] = Field(
+        default_factory=list, description="Configs tried first (dotted key -> value), e.g. the settings you run today."
+    )
 
 
 
@@ -185,6 +188,26 @@ def _check_search(cfg: SweepConfig, source: str) -> None:
             )
 
 
+def _check_points(cfg: SweepConfig, source: str) -> None:
+    """Each starting point names only swept keys, with values inside their distributions, and makes a valid trial."""
+    for i, point in enumerate(cfg.search.points_to_evaluate):
+        where = f"{source}: key 'search.points_to_evaluate[{i}]'"
+        unknown = sorted(set(point) - set(cfg.space))
+        if unknown:
+            raise ConfigError(f"{where} names {', '.join(unknown)}, which the space does not sweep (swept: {', '.join(cfg.space)})")
+        for key, value in point.items():
+            dist = cfg.space[key]
+            inside = value in dist.values if isinstance(dist, Choice) else (
+                dist.low <= value <= dist.high if isinstance(dist, (Uniform, RandInt)) else value == dist.value
+            )
+            if not inside:
+                raise ConfigError(f"{where}: {key} = {value!r} is outside its distribution {dist.model_dump()}")
+        try:
+            TrainerConfig.model_validate(apply_overrides(cfg.trainer, point))
+        except ValidationError as exc:
+            raise ConfigError(f"{where} makes a trial config the trainer refuses:\n{describe_errors(exc, TrainerConfig, source)}") from None
+
+
 def _check_space(cfg: SweepConfig, source: str) -> None:
     known = dotted_keys(TrainerConfig)
     for key, dist in cfg.space.items():
@@ -234,6 +257,7 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
         raise ConfigError(_name_distribution_errors(str(exc))) from None
     validate(TrainerConfig, cfg.trainer, source, prefix="trainer.")
     _check_space(cfg, source)
+    _check_points(cfg, source)
     _check_search(cfg, source)
     return cfg
 

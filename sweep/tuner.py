@@ -37,8 +37,8 @@ def build_searcher(cfg: SweepConfig):
         from ray.tune.search.optuna import OptunaSearch
 
         sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
-        return OptunaSearch(sampler=sampler)
-    return BasicVariantGenerator(random_state=cfg.search.seed)
+        return OptunaSearch(sampler=sampler, points_to_evaluate=cfg.search.points_to_evaluate or None)
+    return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=cfg.search.points_to_evaluate or None)
 
 
 def build_scheduler(cfg: SweepConfig):

@@ -122,3 +122,10 @@ def test_eval_metric_needs_eval_on(tmp_path):
 def test_relative_paths_are_relative_to_the_space_file(tmp_path):
     cfg = _load(tmp_path, GOOD.replace("{total_steps: 3}", "{total_steps: 3, model: {cache_dir: cache}}"))
     assert cfg.trainer["model"]["cache_dir"] == str((tmp_path / "cache").resolve())
+
+
+def test_points_to_evaluate(tmp_path):
+    ok = GOOD + "search:\n  points_to_evaluate:\n    - {optim.lr: 1.0e-3, algorithm.kl_coef: 0.01}\n"
+    assert _load(tmp_path, ok).search.points_to_evaluate == [{"optim.lr": 1e-3, "algorithm.kl_coef": 0.01}]
+    _fails(tmp_path, ok.replace("algorithm.kl_coef: 0.01}", "algorithm.kl_coef: 0.5}"), "points_to_evaluate[0]", "kl_coef = 0.5 is outside")
+    _fails(tmp_path, ok.replace("optim.lr: 1.0e-3,", "optim.weight_decay: 0.1,"), "points_to_evaluate[0]", "does not sweep")

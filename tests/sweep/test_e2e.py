@@ -33,7 +33,13 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
             "checkpoint": {"interval": 2},
         },
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}, "rollout.n_samples_per_prompt": {"choice": [2, 3]}},
-        "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 1},
+        "search": {
+            "searcher": "optuna",
+            "num_samples": 2,
+            "n_startup_trials": 2,
+            "seed": 1,
+            "points_to_evaluate": [{"optim.lr": 1e-3, "algorithm.kl_coef": 0.05, "rollout.n_samples_per_prompt": 3}],
+        },
         "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
         "resources": {"cpus_per_trial": 1},
         "max_concurrent_trials": 2,
@@ -59,6 +65,7 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
         assert 0.0 <= row["last_variance_per_prompt"] <= 0.25
         assert set(row["config"]) == {"optim.lr", "algorithm.kl_coef", "rollout.n_samples_per_prompt"}
     assert any(row["status"] == "finished" for row in rows)
+    assert {"optim.lr": 1e-3, "algorithm.kl_coef": 0.05, "rollout.n_samples_per_prompt": 3} in [row["config"] for row in rows]
 
     # Tune's own per-trial results carry the dashboard metrics every step
     results = list((tmp_path / "results" / "e2e").glob("*/result.json"))
