@@ -1,9 +1,10 @@
-"""``python -m sweep``: run, validate, train, envs check.
+"""``python -m sweep``: run, validate, train, forecast, envs check.
 
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
     python -m sweep envs check [tasks.jsonl] [--write kept.jsonl]     # replay reference solutions live
+    python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
 
 Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
 """
@@ -110,17 +111,49 @@ def _parse_set(items: list[str]) -> dict[str, object]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from grpo.config import TrainerConfig
-    from grpo.configbase import apply_overrides, read_yaml, validate
-    from sweep.config import load_sweep_config
-
-    data = read_yaml(args.config)
-    base = load_sweep_config(args.config).trainer if "space" in data or "search" in data else data
-    cfg = validate(TrainerConfig, apply_overrides(base, _parse_set(args.set)), str(args.config))
+    cfg, _ = _load_trainer(args.config, args.set)
     from grpo.reporting import ConsoleReporter
     from grpo.trainer import train
 
     train(cfg, ConsoleReporter())
+    return 0
+
+
+def _load_trainer(path: Path, overrides: list[str]):
+    """A TrainerConfig from a trainer YAML or a space file's base, with --set overrides; and the space (or None)."""
+    from grpo.config import TrainerConfig
+    from grpo.configbase import apply_overrides, read_yaml, validate
+    from sweep.config import load_sweep_config
+
+    data = read_yaml(path)
+    sweep_cfg = load_sweep_config(path) if "space" in data or "search" in data else None
+    base = sweep_cfg.trainer if sweep_cfg else data
+    return validate(TrainerConfig, apply_overrides(base, _parse_set(overrides)), str(path)), sweep_cfg
+
+
+def _cmd_forecast(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from sweep.config import Choice, Fixed
+    from sweep.forecast import forecast_table, probe, tasks_without_signal
+
+    cfg, sweep_cfg = _load_trainer(args.config, args.set)
+    dist = sweep_cfg.space.get("rollout.n_samples_per_prompt") if sweep_cfg else None
+    candidates = sorted(set(dist.values)) if isinstance(dist, Choice) else [dist.value] if isinstance(dist, Fixed) else []
+    candidates = candidates or sorted({2, 4, 8, 16, cfg.rollout.n_samples_per_prompt})
+    results = probe(cfg, args.k)
+    rows = forecast_table(results, candidates)
+    table = Table(title=f"Expected share of zero-variance groups (base policy, {args.k} samples per task)")
+    for column in ["env_key", "tasks", "mean success", "status", *[f"n={n}" for n in candidates]]:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
+    Console(width=160).print(table)
+    best = min(candidates, key=lambda n: rows[-1][f"zero_var@{n}"])
+    dead = tasks_without_signal(results)
+    print(f"least zero-variance: n={best} ({rows[-1][f'zero_var@{best}']:.3f}); "
+          f"{len(dead)} of {len(results)} tasks were never or always solved in the probe (candidates to drop)")
     return 0
 
 
@@ -151,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("config", type=Path)
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
     train.set_defaults(func=_cmd_train)
+    forecast = commands.add_parser("forecast", help="probe the base policy and predict zero-variance groups per n")
+    forecast.add_argument("config", type=Path, help="a space file or a trainer YAML")
+    forecast.add_argument("--k", type=int, default=8, help="samples per task in the probe")
+    forecast.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
+    forecast.set_defaults(func=_cmd_forecast)
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
