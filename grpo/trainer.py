@@ -60,6 +60,7 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     sampler = TaskSampler(train_tasks, cfg.seed)
     shuffle = torch.Generator().manual_seed(cfg.seed)
     first_step = resume(cfg, models, sampler, shuffle) + 1
+    saves_to = checkpoint_root(cfg) if cfg.checkpoint.interval else None
     latest_eval: dict[str, float] = {}
     with ExitStack() as stack:
         env_keys = sorted({t.env_key for t in train_tasks + eval_tasks})
@@ -73,9 +74,9 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
             if eval_tasks and (step % cfg.eval.interval == 0 or last):
                 latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step)
             saved = None
-            if cfg.checkpoint.interval and (step % cfg.checkpoint.interval == 0 or last):
+            if saves_to and (step % cfg.checkpoint.interval == 0 or last):
                 state = TrainerState(step, sampler.state())
-                saved = str(save_checkpoint(checkpoint_root(cfg), state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last))
+                saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last))
             reporter.report(step, {**metrics, **latest_eval}, saved)
 
 
