@@ -29,6 +29,13 @@ def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
     return base
 
 
+def optuna_db(cfg: SweepConfig) -> Path:
+    """The Optuna study's SQLite file, beside the sweep's results (kept for later analysis)."""
+    path = storage_path(cfg) / cfg.name / "optuna.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def build_searcher(cfg: SweepConfig):
     from ray.tune.search import BasicVariantGenerator
 
@@ -37,7 +44,12 @@ def build_searcher(cfg: SweepConfig):
         from ray.tune.search.optuna import OptunaSearch
 
         sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
-        return OptunaSearch(sampler=sampler, points_to_evaluate=cfg.search.points_to_evaluate or None)
+        return OptunaSearch(
+            sampler=sampler,
+            points_to_evaluate=cfg.search.points_to_evaluate or None,
+            study_name=cfg.name,
+            storage=optuna.storages.RDBStorage(f"sqlite:///{optuna_db(cfg)}"),
+        )
     return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=cfg.search.points_to_evaluate or None)
 
 

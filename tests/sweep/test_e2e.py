@@ -86,6 +86,12 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
         saved = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
         assert len(saved) == 2 and all((trial_dir / name / "trainer_state.json").is_file() for name in saved)
 
+    # the Optuna study is persisted beside the results, one trial per Tune trial
+    import optuna
+
+    study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path / 'results' / 'e2e' / 'optuna.db'}")
+    assert len(study.trials) == 2
+
     # eval trajectories land under the sweep's storage, per trial, per policy step
     trials = sorted((tmp_path / "results" / "e2e" / "trajectories").iterdir())
     assert len(trials) == 2
