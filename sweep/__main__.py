@@ -142,6 +142,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     dist = sweep_cfg.space.get("rollout.n_samples_per_prompt") if sweep_cfg else None
     candidates = sorted(set(dist.values)) if isinstance(dist, Choice) else [dist.value] if isinstance(dist, Fixed) else []
     candidates = candidates or sorted({2, 4, 8, 16, cfg.rollout.n_samples_per_prompt})
+    print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
     results = probe(cfg, args.k)
     rows = forecast_table(results, candidates)
     table = Table(title=f"Expected share of zero-variance groups (base policy, {args.k} samples per task)")
