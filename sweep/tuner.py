@@ -36,15 +36,42 @@ def optuna_db(cfg: SweepConfig) -> Path:
     return path
 
 
+def honest_optuna_search():
+    """OptunaSearch that records trials ended early (ASHA, zero signal) as PRUNED at their last step.
+
+    Tune's OptunaSearch tells the study such a trial is COMPLETE with its last value, which makes a
+    stopped trial look like a finished one to TPE and to later importance analysis.
+    """
+    from optuna.trial import TrialState
+    from ray.tune.search.optuna import OptunaSearch
+
+    class HonestOptunaSearch(OptunaSearch):
+        def __init__(self, *args, total_steps: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._total_steps = total_steps
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+            steps = (result or {}).get("training_iteration", self._total_steps)
+            if error or trial_id in self._completed_trials or steps >= self._total_steps or self.metric not in (result or {}):
+                super().on_trial_complete(trial_id, result, error)
+                return
+            ot_trial = self._ot_trials[trial_id]
+            ot_trial.report(result[self.metric], step=steps)
+            self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
+            self._completed_trials.add(trial_id)
+
+    return HonestOptunaSearch
+
+
 def build_searcher(cfg: SweepConfig):
     from ray.tune.search import BasicVariantGenerator
 
     if cfg.search.searcher == "optuna":
         import optuna
-        from ray.tune.search.optuna import OptunaSearch
 
         sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
-        return OptunaSearch(
+        return honest_optuna_search()(
+            total_steps=cfg.base_trainer().total_steps,
             sampler=sampler,
             points_to_evaluate=cfg.search.points_to_evaluate or None,
             study_name=cfg.name,

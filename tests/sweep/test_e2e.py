@@ -91,6 +91,10 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
 
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path / 'results' / 'e2e' / 'optuna.db'}")
     assert len(study.trials) == 2
+    # a trial ASHA stopped is PRUNED in the study (not COMPLETE with its last value)
+    states = sorted(t.state.name for t in study.trials)
+    expected = sorted("PRUNED" if row["status"] == "stopped early" else "COMPLETE" for row in rows)
+    assert states == expected
 
     # eval trajectories land under the sweep's storage, per trial, per policy step
     trials = sorted((tmp_path / "results" / "e2e" / "trajectories").iterdir())

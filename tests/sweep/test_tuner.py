@@ -1,0 +1,19 @@
+"""The Tune wiring pieces that are ours: the honest Optuna searcher and the stop rules."""
+
+from __future__ import annotations
+
+import optuna
+from ray import tune
+
+from sweep.tuner import honest_optuna_search
+
+
+def test_trials_ended_early_are_pruned_not_complete():
+    search = honest_optuna_search()(total_steps=3, sampler=optuna.samplers.RandomSampler(seed=0))
+    search.set_search_properties("reward/avg_pass_at_1", "max", {"optim.lr": tune.loguniform(1e-5, 1e-2)})
+    for trial_id, steps in (("stopped", 1), ("finished", 3)):
+        assert search.suggest(trial_id) is not None
+        search.on_trial_complete(trial_id, {"training_iteration": steps, "reward/avg_pass_at_1": 0.25})
+    stopped, finished = search._ot_study.trials
+    assert stopped.state.name == "PRUNED" and stopped.intermediate_values == {1: 0.25}
+    assert finished.state.name == "COMPLETE" and finished.value == 0.25
