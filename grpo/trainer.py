@@ -55,6 +55,9 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
+    if cfg.output_dir:  # the resolved config beside the trial's outputs (there are no secrets in it)
+        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.output_dir) / "trainer_config.json").write_text(cfg.model_dump_json(indent=2))
     train_tasks, eval_tasks = trial_tasks(cfg)
     models = build_models(cfg, train_tasks)
     sampler = TaskSampler(train_tasks, cfg.seed)

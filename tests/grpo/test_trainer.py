@@ -51,5 +51,6 @@ def test_two_steps_report_sane_metrics_and_eval(tmp_path):
         record = json.loads(lines[0])
         assert record["input_prompt"].startswith("<|im_start|>system") and record["score"] in (0.0, 1.0)
         assert set(record["env_extras"]) >= {"task_key", "turns", "tool_calls"}
+    assert TrainerConfig.model_validate_json((tmp_path / "trainer_config.json").read_text()) == cfg
     aggregated = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
     assert [a["global_step"] for a in aggregated] == [0, 1, 2]
