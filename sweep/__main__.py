@@ -12,7 +12,6 @@ Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` a
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -45,59 +44,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data["storage"] = args.storage
     if args.num_samples is not None:
         data["search"]["num_samples"] = args.num_samples
+    from sweep.run import run_sweep
+
     return run_sweep(validate(SweepConfig, data, f"{args.space} (with command-line overrides)"))
-
-
-def run_sweep(cfg) -> int:
-    """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed."""
-    import ray
-
-    from sweep import leaderboard
-    from sweep.tuner import build_tuner, storage_path
-
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if os.environ.get("GRPO_SWEEP_CACHE"):  # trials run in their own directories
-        os.environ["GRPO_SWEEP_CACHE"] = str(Path(os.environ["GRPO_SWEEP_CACHE"]).expanduser().resolve())
-    prepare_base_policy(cfg)
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        check_resources(cfg, ray.cluster_resources())
-        results = build_tuner(cfg).fit()
-    finally:
-        ray.shutdown()
-    total = cfg.base_trainer().total_steps
-    rule = cfg.stopping.zero_signal
-    zero = (rule.threshold, rule.patience) if rule.enabled else None
-    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
-    rows = leaderboard.rank(rows, cfg.search.mode)
-    leaderboard.render(rows, cfg.search.metric)
-    saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")
-    print(f"results: {saved.parent}")
-    return 1 if rows and all(r.status == "error" for r in rows) else 0
-
-
-def check_resources(cfg, available: dict[str, float]) -> None:
-    """A trial that asks for more than the cluster has would wait forever: say so instead."""
-    wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
-    for kind, amount in wanted.items():
-        if amount > available.get(kind, 0.0):
-            raise ConfigError(
-                f"resources: each trial asks for {amount:g} {kind}, the Ray cluster has {available.get(kind, 0.0):g}; "
-                f"lower resources.{kind.lower()}s_per_trial"
-            )
-
-
-def prepare_base_policy(cfg) -> None:
-    """Build the base trainer's policy once with every core before trials start (they find it cached).
-
-    A separate process, so the driver itself never imports torch.
-    """
-    import json
-    import subprocess
-
-    print("preparing the base policy (built once, then cached)...", flush=True)
-    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
 
 
 def _parse_set(items: list[str]) -> dict[str, object]:
@@ -132,37 +81,20 @@ def _load_trainer(path: Path, overrides: list[str]):
 
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from sweep.config import Choice, Fixed
-    from sweep.forecast import forecast_table, probe, tasks_without_signal
+    from sweep.forecast import candidate_sizes, probe, render
 
     cfg, sweep_cfg = _load_trainer(args.config, args.set)
-    dist = sweep_cfg.space.get("rollout.n_samples_per_prompt") if sweep_cfg else None
-    candidates = sorted(set(dist.values)) if isinstance(dist, Choice) else [dist.value] if isinstance(dist, Fixed) else []
-    candidates = candidates or sorted({2, 4, 8, 16, cfg.rollout.n_samples_per_prompt})
     print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
-    results = probe(cfg, args.k)
-    rows = forecast_table(results, candidates)
-    table = Table(title=f"Expected share of zero-variance groups (base policy, {args.k} samples per task)")
-    for column in ["env_key", "tasks", "mean success", "status", *[f"n={n}" for n in candidates]]:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
-    Console(width=160).print(table)
-    best = min(candidates, key=lambda n: rows[-1][f"zero_var@{n}"])
-    dead = tasks_without_signal(results)
-    print(f"least zero-variance: n={best} ({rows[-1][f'zero_var@{best}']:.3f}); "
-          f"{len(dead)} of {len(results)} tasks were never or always solved in the probe (candidates to drop)")
+    render(probe(cfg, args.k), candidate_sizes(cfg, sweep_cfg), args.k)
     return 0
 
 
 def _cmd_envs_check(args: argparse.Namespace) -> int:
     from envs.check import check_tasks, render, write_kept
     from envs.task import load_tasks
+    from grpo.config import DEFAULT_TASKS
 
-    report = check_tasks(load_tasks(args.tasks))
+    report = check_tasks(load_tasks(args.tasks or DEFAULT_TASKS))
     render(report)
     if args.write:
         write_kept(report, args.write)
@@ -197,10 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)
-    if getattr(args, "envs_command", None) == "check" and args.tasks is None:
-        from grpo.config import DEFAULT_TASKS
-
-        args.tasks = Path(DEFAULT_TASKS)
     try:
         return args.func(args)
     except ConfigError as exc:

@@ -134,6 +134,10 @@ class ZeroSignalConfig(StrictModel):
     threshold: float = Field(1e-3, gt=0, description="variance_per_prompt below this counts as no signal.")
     patience: int = Field(3, ge=1, description="Consecutive steps without signal before the trial stops.")
 
+    def rule(self) -> tuple[float, int] | None:
+        """``(threshold, patience)`` when enabled, else None: what the stopper and the leaderboard apply."""
+        return (self.threshold, self.patience) if self.enabled else None
+
 
 class StoppingConfig(StrictModel):
     zero_signal: ZeroSignalConfig = ZeroSignalConfig()

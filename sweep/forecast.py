@@ -68,6 +68,37 @@ def tasks_without_signal(results: Sequence[ProbeResult]) -> list[str]:
     return [r.task_key for r in results if r.successes in (0, r.samples)]
 
 
+def candidate_sizes(cfg, sweep_cfg=None) -> list[int]:
+    """The group sizes to forecast: the space's choices for n_samples_per_prompt, else a standard ladder."""
+    from sweep.config import Choice, Fixed
+
+    dist = sweep_cfg.space.get("rollout.n_samples_per_prompt") if sweep_cfg else None
+    if isinstance(dist, Choice):
+        return sorted(set(dist.values))
+    if isinstance(dist, Fixed):
+        return [dist.value]
+    return sorted({2, 4, 8, 16, cfg.rollout.n_samples_per_prompt})
+
+
+def render(results: Sequence[ProbeResult], candidates: Sequence[int], k: int) -> None:
+    """Print the forecast table and the suggestion (the n with the least zero-variance, tasks to drop)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = forecast_table(results, candidates)
+    table = Table(title=f"Expected share of zero-variance groups (base policy, {k} samples per task)")
+    for column in ["env_key", "tasks", "mean success", "status", *[f"n={n}" for n in candidates]]:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
+    Console(width=160).print(table)
+    overall = rows[-1]
+    best = min(candidates, key=lambda n: overall[f"zero_var@{n}"])
+    dead = tasks_without_signal(results)
+    print(f"least zero-variance: n={best} ({overall[f'zero_var@{best}']:.3f}); "
+          f"{len(dead)} of {len(results)} tasks were never or always solved in the probe (candidates to drop)")
+
+
 def probe(cfg, k: int) -> list[ProbeResult]:
     """Run the base policy k times on each training task (no update) and count successes."""
     from contextlib import ExitStack

@@ -1,6 +1,7 @@
 """Build the Ray Tune ``Tuner`` for a validated SweepConfig: searcher, scheduler, stoppers, resources, storage.
 
-Imported only when a sweep runs (it imports Ray); ``sweep validate`` never loads it.
+Imported only when a sweep runs (it imports Ray and Optuna at module level); ``sweep validate`` never
+loads it.
 
 Leaves out (issue 6): PBT, median stopping, S3, W&B, resume.
 """
@@ -10,6 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import optuna
+from optuna.trial import TrialState
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.search import BasicVariantGenerator
+from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 
 from sweep.config import SweepConfig
@@ -36,41 +43,32 @@ def optuna_db(cfg: SweepConfig) -> Path:
     return path
 
 
-def honest_optuna_search():
+class HonestOptunaSearch(OptunaSearch):
     """OptunaSearch that records trials ended early (ASHA, zero signal) as PRUNED at their last step.
 
     Tune's OptunaSearch tells the study such a trial is COMPLETE with its last value, which makes a
     stopped trial look like a finished one to TPE and to later importance analysis.
     """
-    from optuna.trial import TrialState
-    from ray.tune.search.optuna import OptunaSearch
 
-    class HonestOptunaSearch(OptunaSearch):
-        def __init__(self, *args, total_steps: int, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._total_steps = total_steps
+    def __init__(self, *args: Any, total_steps: int, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._total_steps = total_steps
 
-        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-            steps = (result or {}).get("training_iteration", self._total_steps)
-            if error or trial_id in self._completed_trials or steps >= self._total_steps or self.metric not in (result or {}):
-                super().on_trial_complete(trial_id, result, error)
-                return
-            ot_trial = self._ot_trials[trial_id]
-            ot_trial.report(result[self.metric], step=steps)
-            self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
-            self._completed_trials.add(trial_id)
-
-    return HonestOptunaSearch
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        steps = (result or {}).get("training_iteration", self._total_steps)
+        if error or trial_id in self._completed_trials or steps >= self._total_steps or self.metric not in (result or {}):
+            super().on_trial_complete(trial_id, result, error)
+            return
+        ot_trial = self._ot_trials[trial_id]
+        ot_trial.report(result[self.metric], step=steps)
+        self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
+        self._completed_trials.add(trial_id)
 
 
 def build_searcher(cfg: SweepConfig):
-    from ray.tune.search import BasicVariantGenerator
-
     if cfg.search.searcher == "optuna":
-        import optuna
-
         sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
-        return honest_optuna_search()(
+        return HonestOptunaSearch(
             total_steps=cfg.base_trainer().total_steps,
             sampler=sampler,
             points_to_evaluate=cfg.search.points_to_evaluate or None,
@@ -81,8 +79,6 @@ def build_searcher(cfg: SweepConfig):
 
 
 def build_scheduler(cfg: SweepConfig):
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-
     if cfg.scheduler.type == "asha":
         return ASHAScheduler(
             time_attr="training_iteration",
@@ -100,15 +96,11 @@ class TuneZeroSignalStopper(ZeroSignalStopper, Stopper):
 def build_stopper(cfg: SweepConfig) -> Stopper:
     """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while."""
     steps = MaximumIterationStopper(cfg.base_trainer().total_steps)
-    rule = cfg.stopping.zero_signal
-    if not rule.enabled:
-        return steps
-    return CombinedStopper(steps, TuneZeroSignalStopper(rule.threshold, rule.patience))
+    rule = cfg.stopping.zero_signal.rule()
+    return CombinedStopper(steps, TuneZeroSignalStopper(*rule)) if rule else steps
 
 
-def build_tuner(cfg: SweepConfig):
-    from ray import tune
-
+def build_tuner(cfg: SweepConfig) -> tune.Tuner:
     resources = {"cpu": cfg.resources.cpus_per_trial, "gpu": cfg.resources.gpus_per_trial}
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=base_trainer_dict(cfg)), resources)
     return tune.Tuner(

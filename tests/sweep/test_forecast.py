@@ -39,3 +39,17 @@ def test_probe_counts_every_sample_of_every_task():
     assert all(0 <= r.successes <= 3 for r in results)
     row = forecast_table(results, [3])[-1]
     assert row["zero_var@3"] == pytest.approx(sum(zero_variance_probability(r.p, 3) for r in results) / 3)
+
+
+def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
+    from pathlib import Path
+
+    from sweep.config import load_sweep_config
+    from sweep.forecast import candidate_sizes, render
+
+    space = load_sweep_config(Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "demo_cpu.yaml")
+    assert candidate_sizes(space.base_trainer(), space) == [4, 8]
+    assert candidate_sizes(space.base_trainer()) == [2, 4, 8, 16]
+    render([ProbeResult("a", "hotel", 1, 4), ProbeResult("b", "hotel", 0, 4)], [4, 8], k=4)
+    out = capsys.readouterr().out
+    assert "hotel" in out and "least zero-variance: n=8" in out and "1 of 2 tasks" in out

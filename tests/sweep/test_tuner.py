@@ -5,11 +5,11 @@ from __future__ import annotations
 import optuna
 from ray import tune
 
-from sweep.tuner import honest_optuna_search
+from sweep.tuner import HonestOptunaSearch
 
 
 def test_trials_ended_early_are_pruned_not_complete():
-    search = honest_optuna_search()(total_steps=3, sampler=optuna.samplers.RandomSampler(seed=0))
+    search = HonestOptunaSearch(total_steps=3, sampler=optuna.samplers.RandomSampler(seed=0))
     search.set_search_properties("reward/avg_pass_at_1", "max", {"optim.lr": tune.loguniform(1e-5, 1e-2)})
     for trial_id, steps in (("stopped", 1), ("finished", 3)):
         assert search.suggest(trial_id) is not None
