@@ -16,10 +16,27 @@ from grpo.configbase import StrictModel, read_yaml, validate
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "envs" / "data" / "hotel.jsonl")
 
 
+class RopeScalingConfig(StrictModel):
+    """YaRN context extension of a pretrained model: ``factor`` x ``original_max_position_embeddings`` positions."""
+
+    rope_type: Literal["yarn"] = Field("yarn", description="Only YaRN is supported (what Qwen3 documents for long context).")
+    factor: float = Field(gt=1, description="Context multiplier, e.g. 2.0 takes Qwen3's 32768 to 65536.")
+    original_max_position_embeddings: int = Field(ge=1, description="The model's native context (Qwen3: 32768).")
+
+    def max_positions(self) -> int:
+        return int(self.factor * self.original_max_position_embeddings)
+
+
 class ModelConfig(StrictModel):
-    """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs)."""
+    """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs), unless
+    ``name_or_path`` names a pretrained Hugging Face model (``grpo.pretrained``), which replaces it."""
 
     type: Literal["tiny"] = "tiny"
+    name_or_path: str | None = Field(
+        None, description="A Hugging Face model id (e.g. Qwen/Qwen3-8B) or a local directory; None: the tiny local model."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of a pretrained model.")
+    rope_scaling: RopeScalingConfig | None = Field(None, description="YaRN rope scaling of a pretrained model (None: its own config).")
     hidden_size: int = Field(128, ge=8, description="Width of the tiny model.")
     num_layers: int = Field(3, ge=1, description="Decoder layers of the tiny model.")
     num_heads: int = Field(4, ge=1, description="Attention heads (hidden_size must divide by it).")
@@ -36,6 +53,12 @@ class ModelConfig(StrictModel):
     def _heads_divide_width(self) -> ModelConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be a multiple of num_heads {self.num_heads}")
+        return self
+
+    @model_validator(mode="after")
+    def _scaling_needs_pretrained(self) -> ModelConfig:
+        if self.rope_scaling is not None and not self.name_or_path:
+            raise ValueError("rope_scaling applies to a pretrained model: set model.name_or_path too, or drop model.rope_scaling")
         return self
 
 
@@ -71,6 +94,7 @@ class AlgorithmConfig(StrictModel):
 class RolloutConfig(StrictModel):
     """How episodes are sampled."""
 
+    backend: Literal["hf", "vllm"] = Field("hf", description="Who samples: Hugging Face generate (CPU, tests) or vLLM (GPU).")
     n_samples_per_prompt: int = Field(4, ge=2, le=64, description="Group size: samples per task per step.")
     prompts_per_step: int = Field(4, ge=1, description="Tasks per GRPO step.")
     temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature.")
@@ -98,6 +122,7 @@ class EvalConfig(StrictModel):
     interval: int = Field(0, ge=0, description="Evaluate before step 1, after every interval-th step and after the last (0: never).")
     ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by seed).")
     max_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks.")
+    max_tasks_per_env: int | None = Field(None, ge=1, description="Cap on held-out tasks of each env_key (so one big env does not fill the eval).")
     n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
 
 
@@ -124,6 +149,16 @@ class TrainerConfig(StrictModel):
     total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
     seed: int = Field(0, description="Seeds task order, sampling and initialisation.")
     torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads (None: torch's default).")
+
+    @model_validator(mode="after")
+    def _context_fits_rope_scaling(self) -> TrainerConfig:
+        scaling = self.model.rope_scaling
+        if scaling is not None and self.rollout.max_sequence_length > scaling.max_positions():
+            raise ValueError(
+                f"rollout.max_sequence_length {self.rollout.max_sequence_length} exceeds the {scaling.max_positions()} positions that "
+                "model.rope_scaling gives (factor x original_max_position_embeddings): raise the factor or lower the length"
+            )
+        return self
 
 
 def load_trainer_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainerConfig:

@@ -20,15 +20,34 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
     return tasks
 
 
-def split_tasks(tasks: list[Task], ratio: float, seed: int, max_eval: int | None = None) -> tuple[list[Task], list[Task]]:
-    """(train, eval): ``ratio`` of the tasks, at least one and at most ``max_eval``, held out by seed."""
+def split_tasks(
+    tasks: list[Task], ratio: float, seed: int, max_eval: int | None = None, max_per_env: int | None = None
+) -> tuple[list[Task], list[Task]]:
+    """(train, eval): ``ratio`` of the tasks, at least one and at most ``max_eval`` (and ``max_per_env`` of
+    each env_key), held out by seed."""
     count = max(1, round(len(tasks) * ratio))
     if max_eval is not None:
         count = min(count, max_eval)
     if count >= len(tasks):
         raise ValueError(f"holding out {count} of {len(tasks)} tasks leaves none to train on: lower eval.ratio")
-    held = set(t.task_key for t in random.Random(seed).sample(tasks, count))
+    if max_per_env is None:
+        held = set(t.task_key for t in random.Random(seed).sample(tasks, count))
+    else:
+        held = _held_out_per_env(random.Random(seed).sample(tasks, len(tasks)), count, max_per_env)
     return [t for t in tasks if t.task_key not in held], [t for t in tasks if t.task_key in held]
+
+
+def _held_out_per_env(shuffled: list[Task], count: int, max_per_env: int) -> set[str]:
+    """The first ``count`` tasks of a shuffled list, skipping those whose env_key already has ``max_per_env``."""
+    per_env: dict[str, int] = {}
+    held: set[str] = set()
+    for task in shuffled:
+        if len(held) == count:
+            break
+        if per_env.get(task.env_key, 0) < max_per_env:
+            per_env[task.env_key] = per_env.get(task.env_key, 0) + 1
+            held.add(task.task_key)
+    return held
 
 
 class TaskSampler:
@@ -64,4 +83,4 @@ def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
     tasks = select_tasks(cfg.env)
     if not cfg.eval.interval:
         return tasks, []
-    return split_tasks(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks)
+    return split_tasks(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)

@@ -1,0 +1,62 @@
+"""A pretrained Hugging Face policy named by ``model.name_or_path`` (e.g. Qwen/Qwen3-8B), in place of the tiny one.
+
+Applies ``model.dtype`` and ``model.rope_scaling`` (YaRN) to the model's own config before loading, so a
+65K context needs no edited ``config.json``. A name the hub cannot serve here (no network, no cache) is a
+``PretrainedLoadError`` that says how to fix it. Leaves out: sharding (FSDP2) and vLLM, which wrap the
+model this returns; the warm-start, which only the tiny model gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo.config import ModelConfig
+
+
+class PretrainedLoadError(RuntimeError):
+    """The model or tokenizer named by model.name_or_path could not be loaded."""
+
+
+def apply_rope_scaling(config: Any, cfg: ModelConfig) -> None:
+    """YaRN on a loaded HF config: merged into its ``rope_parameters`` (keeping rope_theta), positions raised to match."""
+    if cfg.rope_scaling is None:
+        return
+    scaling = cfg.rope_scaling
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    rope.update(rope_type=scaling.rope_type, factor=scaling.factor, original_max_position_embeddings=scaling.original_max_position_embeddings)
+    config.rope_parameters = rope
+    config.max_position_embeddings = scaling.max_positions()
+
+
+def _fail(cfg: ModelConfig, what: str, exc: Exception) -> PretrainedLoadError:
+    return PretrainedLoadError(
+        f"model.name_or_path = {cfg.name_or_path!r}: could not load the {what} ({type(exc).__name__}: {exc}). "
+        "Where the Hugging Face hub is unreachable, download it first (`hf download <id> --local-dir DIR`) and set "
+        "model.name_or_path to DIR, or point HF_HOME at a cache that holds it."
+    )
+
+
+def load_tokenizer(cfg: ModelConfig):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(cfg.name_or_path, padding_side="left")
+    except (OSError, ValueError) as exc:
+        raise _fail(cfg, "tokenizer", exc) from None
+
+
+def load_model(cfg: ModelConfig, trainable: bool = True):
+    """The causal LM with the config's dtype and rope scaling; frozen (eval mode, no grads) unless trainable."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(cfg.name_or_path)
+        apply_rope_scaling(config, cfg)
+        model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, config=config, dtype=getattr(torch, cfg.dtype))
+    except (OSError, ValueError) as exc:
+        raise _fail(cfg, "model", exc) from None
+    model.train(trainable)
+    if not trainable:
+        model.requires_grad_(False)
+    return model
