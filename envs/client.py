@@ -19,13 +19,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from envs.errors import EnvError, VerifierError
 from envs.local.server import EPISODE_HEADER
 from envs.task import Task
-from envs.verify import score
+from envs.verify import score_async
 
-
-class EnvError(Exception):
-    """The environment failed (not the agent): the episode is left out of its group's advantage."""
+__all__ = ["EnvClient", "EnvError", "EpisodeSession", "ToolResult", "ToolSpec", "VerifierError", "is_env_failure"]
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,8 @@ class EpisodeSession:
         return response.json()
 
     async def score(self) -> float:
-        """The verifier's reward for the final state."""
-        return score(self.task, self.start_state, await self.final_state())
+        """The verifier's reward for the final state; VerifierError (an EnvError) when untrusted code fails."""
+        return await score_async(self.task, self.start_state, await self.final_state())
 
 
 class EnvClient:
@@ -95,8 +94,8 @@ class EnvClient:
             try:
                 yield session
             except Exception as exc:
-                if not is_env_failure(exc):
-                    raise  # the caller's own error, not the environment's
+                if isinstance(exc, EnvError) or not is_env_failure(exc):
+                    raise  # already says what failed, or the caller's own error, not the environment's
                 raise EnvError(f"episode {episode_id}: {describe(exc)}") from exc
             finally:
                 await _close_quietly(stack, session)
