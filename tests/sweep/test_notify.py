@@ -1,0 +1,148 @@
+"""Sweep notifications: a local webhook server sees start, each trial's end (with its reason), failure and
+the sweep's end, in order, through a real Tune run; a failing webhook never fails anything nor leaks its URL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sweep.notify import WEBHOOK_ENV, SweepNotifier, notifiers, post, results_location
+
+
+class Webhook:
+    """A Slack-compatible incoming webhook on 127.0.0.1 that records the ``text`` of each POST."""
+
+    def __init__(self, status: int = 200, delay_s: float = 0.0):
+        self.texts: list[str] = []
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(delay_s)
+                outer.texts.append(body["text"])
+                outer.paths.append(self.path)
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T000/B000/s3cr3t-webhook-token"
+
+    def __enter__(self) -> Webhook:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def local_ray() -> Iterator[None]:
+    import os
+
+    import ray
+
+    tmp = tempfile.mkdtemp(prefix="rn", dir="/tmp")  # Ray's socket paths must stay short
+    old = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE")}
+    os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        for key, value in old.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+def trainable(config):
+    """Reports like a GRPO trial: 'flat' has no signal, 'crash' raises at step 2, 'good' learns."""
+    from ray import tune
+
+    for step in range(1, 5):
+        if config["kind"] == "crash" and step == 2:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        variance = 0.0 if config["kind"] == "flat" else 0.2
+        tune.report({"reward/avg_pass_at_1": 0.1 * step, "reward/variance_per_prompt": variance, "step": step})
+
+
+@pytest.mark.slow
+def test_webhook_sees_the_sweep_in_order(tmp_path):
+    from ray import tune
+    from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
+
+    from sweep.stoppers import ZeroSignalStopper
+
+    class ZeroSignal(ZeroSignalStopper, Stopper):
+        pass
+
+    results = results_location(str(tmp_path), "notify")
+    with Webhook() as hook, local_ray():
+        notifier = SweepNotifier(hook.url, "notify", results, "reward/avg_pass_at_1", "max", total_steps=4, zero_signal=(1e-3, 2))
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"kind": tune.grid_search(["good", "flat", "crash"])},
+            tune_config=tune.TuneConfig(metric="reward/avg_pass_at_1", mode="max", max_concurrent_trials=1),
+            run_config=tune.RunConfig(name="notify", storage_path=str(tmp_path), callbacks=[notifier], verbose=0,
+                                      stop=CombinedStopper(MaximumIterationStopper(4), ZeroSignal(1e-3, 2))),
+        )
+        tuner.fit()
+    texts = hook.texts
+    assert len(texts) == 5, texts
+    assert texts[0].startswith("sweep notify started: 3 trials of up to 4 steps") and results in texts[0]
+    assert "finished (reward/avg_pass_at_1=0.4; kind=good)" in texts[1]
+    assert "stopped at step 2: zero signal (reward/avg_pass_at_1=0.2; kind=flat)" in texts[2]
+    assert "failed (reward/avg_pass_at_1=0.1; kind=crash)" in texts[3] and "CUDA out of memory (simulated)" in texts[3]
+    assert texts[4].startswith("sweep notify ended: 3 trials, 1 failed; best ") and "reward/avg_pass_at_1=0.4" in texts[4]
+    assert texts[4].endswith(f"results: {results}")
+    assert set(hook.paths) == {"/services/T000/B000/s3cr3t-webhook-token"}
+
+
+def test_a_failing_webhook_is_a_warning_without_the_url(caplog):
+    caplog.set_level(logging.WARNING, logger="sweep.notify")
+    with Webhook(status=500) as hook:
+        assert post(hook.url, "hello", timeout_s=5) is False
+    assert hook.texts == ["hello"]
+    with Webhook(delay_s=1.0) as slow:
+        started = time.perf_counter()
+        assert post(slow.url, "slow", timeout_s=0.2) is False
+        assert time.perf_counter() - started < 1.0
+    refused = "http://127.0.0.1:9/services/s3cr3t-webhook-token"  # discard port: nothing listens
+    assert post(refused, "nobody", timeout_s=1) is False
+    assert len(caplog.records) == 3
+    assert all("s3cr3t" not in r.getMessage() and "127.0.0.1" not in r.getMessage() for r in caplog.records)
+
+
+def test_notifier_goes_quiet_after_repeated_failures(caplog):
+    caplog.set_level(logging.WARNING, logger="sweep.notify")
+    notifier = SweepNotifier("http://127.0.0.1:9/hook", "s", "/r", "m", "max", total_steps=3)
+    started = time.perf_counter()
+    for _ in range(10):
+        notifier.sweep_failed(RuntimeError("driver died"))  # never raises
+    assert time.perf_counter() - started < 5
+    assert len(caplog.records) == 3 + 1  # three failures, then one "notifications off"
+
+
+def test_notifiers_only_with_the_env_var(monkeypatch, tmp_path):
+    from sweep.config import SweepConfig
+
+    cfg = SweepConfig.model_validate({"name": "n", "storage": str(tmp_path), "space": {"optim.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}})
+    monkeypatch.delenv(WEBHOOK_ENV, raising=False)
+    assert notifiers(cfg) == []
+    monkeypatch.setenv(WEBHOOK_ENV, "http://127.0.0.1:9/hook")
+    (notifier,) = notifiers(cfg)
+    assert notifier.results == str(tmp_path / "n") and notifier.total_steps == cfg.base_trainer().total_steps
+    assert results_location("s3://bucket/prefix/", "n") == "s3://bucket/prefix/n"
