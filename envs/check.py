@@ -1,21 +1,43 @@
 """Replay every task's reference solution against its live environment and keep the tasks it solves.
 
-``python -m sweep envs check [TASKS.jsonl]``: starts each env's server, replays all solutions
-concurrently through the real MCP client, runs each task's verifier on the final state and prints a
-per-env table of passed/failed/env errors. With ``--write OUT`` it writes only the passing tasks.
+``python -m sweep envs check [TASKS.jsonl ...]`` (default: every shipped file in ``envs/data``): starts
+each env's server, replays all solutions concurrently through the real MCP client, runs each task's
+verifier on the final state and prints a per-env table of passed/failed tasks and the tasks per
+difficulty (reference tool calls). With ``--write OUT`` it writes only the passing tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs.client import EnvClient, EnvError
 from envs.local.launch import LocalEnvServer
-from envs.task import Task
+from envs.task import Task, load_tasks
+from grpo.configbase import ConfigError
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def shipped_task_files() -> list[Path]:
+    """Every task file that ships with the package, one per local app."""
+    return sorted(DATA.glob("*.jsonl"))
+
+
+def load_task_files(paths: list[Path]) -> list[Task]:
+    """Tasks of several files; a task_key in two files is an error naming both."""
+    tasks: list[Task] = []
+    where: dict[str, Path] = {}
+    for path in paths:
+        for task in load_tasks(path):
+            if task.task_key in where:
+                raise ConfigError(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
+            where[task.task_key] = path
+            tasks.append(task)
+    return tasks
 
 
 @dataclass
@@ -59,16 +81,28 @@ def check_tasks(tasks: list[Task], max_concurrent: int = 16) -> CheckReport:
     return report
 
 
+def _by_difficulty(tasks: list[Task]) -> str:
+    counts = Counter(t.difficulty for t in tasks)
+    return " ".join(f"{d}:{counts[d]}" for d in sorted(counts))
+
+
 def render(report: CheckReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title="Reference solutions replayed against the live environments")
-    for column in ("env_key", "tasks", "passed", "failed"):
+    for column in ("env_key", "tasks", "passed", "failed", "pass %", "tasks by difficulty (calls:tasks)"):
         table.add_column(column)
-    for env_key in sorted(set(report.passed) | set(report.failed)):
-        passed, failed = len(report.passed[env_key]), len(report.failed[env_key])
-        table.add_row(env_key, str(passed + failed), str(passed), str(failed))
+    envs = sorted(set(report.passed) | set(report.failed))
+    for env_key in envs:
+        passed, failed = report.passed[env_key], [t for t, _ in report.failed[env_key]]
+        table.add_row(env_key, str(len(passed) + len(failed)), str(len(passed)), str(len(failed)),
+                      f"{100 * len(passed) / max(1, len(passed) + len(failed)):.1f}", _by_difficulty(passed + failed))
+    if len(envs) > 1:
+        everything = report.kept() + [t for problems in report.failed.values() for t, _ in problems]
+        failed_total = len(everything) - len(report.kept())
+        table.add_row("all", str(len(everything)), str(len(report.kept())), str(failed_total),
+                      f"{100 * len(report.kept()) / max(1, len(everything)):.1f}", _by_difficulty(everything))
     console = Console()
     console.print(table)
     for env_key, problems in sorted(report.failed.items()):
@@ -78,3 +112,13 @@ def render(report: CheckReport) -> None:
 
 def write_kept(report: CheckReport, path: Path) -> None:
     path.write_text("".join(json.dumps(t.model_dump(), sort_keys=True) + "\n" for t in report.kept()))
+
+
+def main(paths: list[Path] | None = None, write: Path | None = None) -> int:
+    """The ``sweep envs check`` command: 0 when every reference solution passes, else 1."""
+    report = check_tasks(load_task_files(paths or shipped_task_files()))
+    render(report)
+    if write:
+        write_kept(report, write)
+        print(f"wrote {len(report.kept())} passing tasks to {write}")
+    return 1 if any(report.failed.values()) else 0

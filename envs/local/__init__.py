@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-APPS = {"hotel": "envs.local.hotel"}
-GENERATORS = {"hotel": "envs.local.hotel_tasks"}
+APPS = {key: f"envs.local.{key}" for key in ("hotel", "github", "outlook", "ticketmaster", "zillow")}
+GENERATORS = {key: f"{module}_tasks" for key, module in APPS.items()}
 
 
 def get_app(env_key: str) -> ModuleType:

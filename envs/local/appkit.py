@@ -1,0 +1,187 @@
+"""What every local app shares: the error the agent sees, argument parsing, in-process calls and replay,
+and the declarative ``changes`` verifier that compares an episode's final state with its start.
+
+An app's state is a JSON-able dict: ``user`` and ``today`` from the task's ``env_variables``, a
+``counters`` dict for new ids, and named collections ``{id: record}``. Records are never deleted (a
+status field changes instead), so a verifier can say exactly which records were created or updated and
+require that nothing else changed. Leaves out: the hotel app, which predates this kit and keeps its own
+code (its task set and behaviour are frozen for the demo).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from datetime import date
+from typing import Any
+
+State = dict[str, Any]
+USERS = {"alice": "Alice Martin", "bob": "Bob Chen", "carol": "Carol Diaz", "dan": "Dan Okafor", "erin": "Erin Novak"}
+
+
+class AppError(Exception):
+    """A tool error the agent is shown (not found, permission denied, invalid argument)."""
+
+
+def base_state(env_variables: dict[str, str]) -> State:
+    """The fields every app's state starts with."""
+    return {
+        "user": env_variables.get("LOGGED_IN_USER", "guest"),
+        "today": env_variables.get("CURRENT_DATE", "2026-01-01"),
+        "counters": {},
+    }
+
+
+def keyed(records: Iterable[dict[str, Any]], key: str, defaults: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Seed records as a collection ``{str(record[key]): record}``, missing fields from ``defaults``."""
+    return {str(r[key]): {**(defaults or {}), **copy.deepcopy(r)} for r in records}
+
+
+def new_id(state: State, collection: str) -> int:
+    """The next integer id of a collection: one past the largest seeded id (ids stay small numbers)."""
+    counters = state["counters"]
+    if collection not in counters:
+        counters[collection] = max((int(k) for k in state[collection] if str(k).isdigit()), default=0) + 1
+    value = counters[collection]
+    counters[collection] = value + 1
+    return value
+
+
+def parse_date(value: Any, field: str) -> date:
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise AppError(f"invalid {field} {value!r}: use YYYY-MM-DD") from None
+
+
+def future_date(state: State, value: Any, field: str) -> str:
+    """An ISO date that is today or later, else the error the agent sees."""
+    day = parse_date(value, field)
+    if day < date.fromisoformat(state["today"]):
+        raise AppError(f"{field} {day.isoformat()} is in the past")
+    return day.isoformat()
+
+
+def parse_time(value: Any, field: str) -> str:
+    """``HH:MM`` on a 24-hour clock."""
+    text = str(value)
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() and len(p) == 2 for p in parts) or int(parts[0]) > 23 or int(parts[1]) > 59:
+        raise AppError(f"invalid {field} {value!r}: use HH:MM")
+    return text
+
+
+def require_user(value: Any) -> str:
+    """A known user name, else a not-found error listing none of them (the agent must look them up)."""
+    if str(value) not in USERS:
+        raise AppError(f"user {value} not found")
+    return str(value)
+
+
+def in_range(value: Any, field: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise AppError(f"{field} must be a whole number") from None
+    if not low <= number <= high:
+        raise AppError(f"{field} must be {low} to {high}")
+    return number
+
+
+def get(state: State, collection: str, record_id: Any, noun: str) -> dict[str, Any]:
+    """A record by id, else ``<noun> <id> not found``."""
+    record = state[collection].get(str(record_id))
+    if record is None:
+        raise AppError(f"{noun} {record_id} not found")
+    return record
+
+
+def call(tools: dict[str, Callable[..., Any]], state: State, name: str, arguments: dict[str, Any]) -> Any:
+    """Run a tool in-process (reference replay and tests); raises AppError like the server would."""
+    if name not in tools:
+        raise AppError(f"unknown tool {name}")
+    try:
+        return tools[name](state, **arguments)
+    except TypeError as exc:
+        raise AppError(f"bad arguments for {name}: {exc}") from None
+
+
+def replay(initial_state: Callable[..., State], tools: dict[str, Callable[..., Any]], env_variables: dict[str, str],
+           seed: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> tuple[State, State, list[Any]]:
+    """Run calls in-process from a fresh state; returns (start, final, results) with errors as strings."""
+    state = initial_state(env_variables, seed)
+    start = copy.deepcopy(state)
+    results: list[Any] = []
+    for name, arguments in calls:
+        try:
+            results.append(call(tools, state, name, arguments))
+        except AppError as exc:
+            results.append(f"error: {exc}")
+    return start, state, results
+
+
+# --- the declarative verifier ----------------------------------------------------------------------
+
+
+def _same(actual: Any, expected: Any) -> bool:
+    """Equality that forgives what a person would: case and spacing of text, order of lists."""
+    if isinstance(expected, str) and isinstance(actual, str):
+        return " ".join(actual.split()).lower() == " ".join(expected.split()).lower()
+    if isinstance(expected, list) and isinstance(actual, list):
+        return sorted(map(str, actual)) == sorted(map(str, expected))
+    return actual == expected
+
+
+def matches(record: dict[str, Any], fields: dict[str, Any]) -> bool:
+    return all(k in record and _same(record[k], v) for k, v in fields.items())
+
+
+def _created_match(new: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> bool:
+    """Each wanted field set matches a distinct new record, and there are no other new records."""
+    if len(new) != len(wanted):
+        return False
+    free = list(new)
+    for fields in wanted:
+        hit = next((r for r in free if matches(r, fields)), None)
+        if hit is None:
+            return False
+        free.remove(hit)
+    return True
+
+
+def _strip(record: dict[str, Any], ignored: frozenset[str] | set[str]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in ignored}
+
+
+def verify_changes(final: State, start: State, spec: dict[str, Any], collections: Iterable[str], ignored: frozenset[str] = frozenset()) -> float:
+    """1.0 iff the episode made exactly the changes ``spec`` names and nothing else.
+
+    ``spec["created"]``: ``{collection: [fields, ...]}``, one new record per entry, matching those fields.
+    ``spec["updated"]``: ``{collection: {id: fields}}``, existing records whose final values match
+    (their other fields unchanged). Every other existing record must equal its start (``ignored`` fields aside, e.g. a message's read
+    flag), and no record may disappear.
+    """
+    created, updated = spec.get("created", {}), spec.get("updated", {})
+    for name in collections:
+        before, after = start[name], final.get(name, {})
+        if any(rid not in after for rid in before):
+            return 0.0
+        new = [r for rid, r in after.items() if rid not in before]
+        if not _created_match(new, created.get(name, [])):
+            return 0.0
+        wanted = updated.get(name, {})
+        if any(str(rid) not in before for rid in wanted):
+            return 0.0
+        for rid, record in before.items():
+            fields = wanted.get(rid, {})
+            if not matches(after[rid], fields) or _strip(after[rid], ignored | set(fields)) != _strip(record, ignored | set(fields)):
+                return 0.0
+    return 1.0
+
+
+def verify(env_key: str, verifiers: dict[str, Callable[..., float]], final: State, start: State, spec: dict[str, Any]) -> float:
+    """Run the verifier named by ``spec['type']``; an unknown type lists the known ones."""
+    kind = spec.get("type")
+    if kind not in verifiers:
+        raise ValueError(f"unknown {env_key} verifier {kind!r} (known: {', '.join(sorted(verifiers))})")
+    return verifiers[kind](final, start, spec)
