@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     forecast.add_argument("--k", type=int, default=8, help="samples per task in the probe")
     forecast.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
     forecast.set_defaults(func=_cmd_forecast)
+    from sweep.report.cli import add_report_command  # the report's flags live beside it
+
+    add_report_command(commands)
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")

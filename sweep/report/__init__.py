@@ -1,0 +1,32 @@
+"""``python -m sweep report``: what won, why, what each environment is doing, from a finished sweep.
+
+``store`` reads the sweep (local or S3), ``load`` parses its records, ``summary`` makes the leaderboard and
+the per-env table, ``rules`` diagnoses, ``importance`` reads the Optuna study, ``trajectories`` groups
+the eval dumps' failures, ``plots`` draws, ``build`` assembles and ``render`` writes Markdown and HTML.
+Leaves out live sweeps' partial files beyond what is on disk, and writing the report back to S3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep.report.thresholds import Thresholds
+
+
+def default_out(uri: str) -> Path:
+    """``{sweep}/report`` for a local sweep; ``./report-{name}`` for one on S3 (the report is written locally)."""
+    if "://" in uri and not uri.startswith("file://"):
+        return Path.cwd() / f"report-{uri.split('?')[0].rstrip('/').rsplit('/', 1)[-1]}"
+    return Path(uri.removeprefix("file://")).expanduser().resolve() / "report"
+
+
+def make_report(uri: str, out: Path | None = None, thresholds: Thresholds | None = None, min_complete: int | None = None) -> tuple[Path, str]:
+    """Build and write the report; returns its directory and the Markdown summary."""
+    from sweep.report.build import build_report
+    from sweep.report.importance import MIN_COMPLETE
+    from sweep.report.render import write_report
+
+    out = out or default_out(uri)
+    rep = build_report(uri, out, thresholds, min_complete or MIN_COMPLETE)
+    _, _, markdown = write_report(rep, out)
+    return out, markdown

@@ -1,0 +1,101 @@
+"""Load a sweep's records into plain data: each trial's reported steps, eval points, config and fate.
+
+Sources, all optional except the trial folders: Tune's ``result.json`` (one JSON line per step),
+``params.json`` and ``error.txt`` per trial folder; ``leaderboard.json``; ``trajectories/{trial}/``
+(``aggregated_results.jsonl``, ``trainer_config.json``). Leaves the eval dumps to ``trajectories.py`` and
+the Optuna study to ``importance.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweep.report.store import SweepStore
+
+EVAL_METRIC = "eval/avg_pass_at_1"
+TRAIN_METRIC = "reward/avg_pass_at_1"
+_TRIAL_ID = re.compile(r"^[A-Za-z_]+?_([0-9a-f]{5,})_")
+
+
+@dataclass
+class TrialData:
+    trial_id: str
+    folder: str
+    config: dict[str, Any]
+    rows: list[dict[str, Any]]  # result.json, one per reported step
+    evals: list[dict[str, Any]] = field(default_factory=list)  # aggregated_results.jsonl, step 0 included
+    trainer_config: dict[str, Any] | None = None
+    error: str = ""
+
+    @property
+    def steps(self) -> int:
+        return max((int(r.get("training_iteration", r.get("step", 0))) for r in self.rows), default=0)
+
+    @property
+    def wall_s(self) -> float:
+        return float(self.rows[-1].get("time_total_s", 0.0)) if self.rows else 0.0
+
+
+@dataclass
+class SweepData:
+    uri: str
+    name: str
+    trials: list[TrialData]
+    leaderboard: list[dict[str, Any]] | None
+    swept_keys: list[str]
+
+
+def _json_lines(text: str | None) -> list[dict[str, Any]]:
+    out = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash mid-write
+    return out
+
+
+def _trial_id(folder: str, rows: list[dict[str, Any]]) -> str:
+    if rows and rows[-1].get("trial_id"):
+        return str(rows[-1]["trial_id"])
+    match = _TRIAL_ID.match(folder)
+    return match.group(1) if match else folder
+
+
+def load_trial(store: SweepStore, folder: str) -> TrialData:
+    rows = _json_lines(store.read_text(f"{folder}/result.json"))
+    trial_id = _trial_id(folder, rows)
+    params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
+    traj = f"trajectories/{trial_id}"
+    trainer = store.read_text(f"{traj}/trainer_config.json")
+    return TrialData(
+        trial_id=trial_id,
+        folder=folder,
+        config=params,
+        rows=rows,
+        evals=_json_lines(store.read_text(f"{traj}/aggregated_results.jsonl")),
+        trainer_config=json.loads(trainer) if trainer else None,
+        error=(store.read_text(f"{folder}/error.txt") or "").strip(),
+    )
+
+
+def load_sweep(store: SweepStore) -> SweepData:
+    """Every trial folder (one holding result.json), the leaderboard if written, the swept keys."""
+    folders = [d for d in store.subdirs() if d != "trajectories" and store.exists(f"{d}/result.json")]
+    if not folders:
+        raise FileNotFoundError(f"{store.uri}: no trial folders with result.json: is this a sweep's {{storage}}/{{name}} directory?")
+    trials = [load_trial(store, d) for d in folders]
+    board_text = store.read_text("leaderboard.json")
+    board = json.loads(board_text) if board_text else None
+    keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
+    return SweepData(store.uri, store.name, trials, board, keys)
+
+
+def uses_eval(sweep: SweepData) -> bool:
+    """True when any trial reported held-out eval metrics."""
+    return any(t.evals or any(EVAL_METRIC in r for r in t.rows) for t in sweep.trials)

@@ -1,0 +1,156 @@
+"""Write a built report as ``summary.md`` (also printed) and a self-contained ``index.html`` (the PNGs
+embedded as base64, no external files or scripts).
+
+Both are made from the same sections: a title, some lines of text, tables (header + rows of strings)
+and plots.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweep.report.build import Report
+
+
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    plots: list[tuple[str, Path]] = field(default_factory=list)
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and 0 < abs(value) < 1e-2:
+        return f"{value:.2e}"
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def _leaderboard(rep: Report) -> Section:
+    source = "held-out eval" if rep.use_eval else "training reward (eval was off)"
+    total_steps = sum(t.steps for t in rep.trials)
+    total_s = sum(t.wall_s for t in rep.trials)
+    s = Section("leaderboard", "Leaderboard", [
+        f"Ranked by best `{rep.metric}` ({source}) over trained steps; first is the first point (step 0 = the base policy when eval ran before training).",
+        f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
+    ])
+    s.header = ["#", "trial", *rep.swept_keys, "first", "best (step)", "last", "steps", "stopped", "wall s"]
+    for i, t in enumerate(rep.trials, 1):
+        best = f"{_f(t.best)} ({t.best_step})" if t.best is not None else "-"
+        stop = f"{t.stop}: {t.error}" if t.error else t.stop
+        s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], _f(t.first), best, _f(t.last), str(t.steps), stop, f"{t.wall_s:.0f}"])
+    return s
+
+
+def _envs(rep: Report) -> Section:
+    th = rep.thresholds
+    who = f"trial {rep.best.trial_id}" if rep.best else "no trial with a metric"
+    s = Section("envs", f"Environments of the best trial ({who})", [
+        f"Status from pass@1 at the first point vs the best point: SATURATED if first ≥ {th.saturated}, FAILING if best ≤ {th.failing}, "
+        f"IMPROVED if best − first ≥ {th.min_delta}, else FLAT. Signal: share of training steps with the env's variance_per_prompt > 0.",
+    ])
+    s.header = ["env", "first (step)", "best (step)", "delta", "status", "steps with signal", "mean variance_per_prompt"]
+    for r in rep.env_rows:
+        signal = f"{100 * r.signal_frac:.0f}%" if r.signal_frac is not None else "-"
+        s.rows.append([r.env, f"{_f(r.first)} ({r.first_step})", f"{_f(r.best)} ({r.best_step})", f"{r.delta:+.3f}", r.status, signal, _f(r.variance_mean)])
+    return s
+
+
+def _importance(rep: Report) -> Section:
+    imp = rep.importance
+    s = Section("importance", "Hyperparameter importance")
+    if imp.importances:
+        s.lines.append(f"{imp.evaluator} over {imp.complete} finished trials of the Optuna study ({imp.pruned} stopped early are left out).")
+        s.header = ["key", "importance"]
+        s.rows = [[k, f"{v:.3f}"] for k, v in imp.importances.items()]
+    else:
+        s.lines.append(f"No importance: {imp.reason}.")
+    s.plots = [(t, rep.plots[t]) for t in ("hyperparameter importance", "metric vs swept keys") if t in rep.plots]
+    return s
+
+
+def _diagnoses(rep: Report) -> Section:
+    s = Section("diagnoses", "Diagnoses", ["Explicit rules (sweep/report/rules.py) with the numbers that triggered them."])
+    s.header = ["rule", "subject", "finding", "evidence"]
+    s.rows = [[d.rule, d.subject, d.finding, d.evidence] for d in rep.diagnoses]
+    if not s.rows:
+        s.lines.append("No rule fired.")
+    return s
+
+
+def _trajectories(rep: Report) -> Section:
+    a = rep.trajectories
+    s = Section("trajectories", "Trajectories (eval dumps)", [f"{a.episodes} eval episodes over all trials and eval steps."])
+    if not a.episodes:
+        s.lines = ["No eval dumps (eval was off, or the trials wrote no trajectories)."]
+        return s
+    s.lines += [f"- {e.env}: {e.episodes} episodes, pass {e.pass_rate:.3f}, {e.avg_turns:.2f} turns, {e.avg_tool_calls:.2f} tool calls on average" for e in a.envs]
+    s.header = ["failure group", "episodes", "of which failed", "example", "where"]
+    s.rows = [[g.name, str(g.episodes), str(g.failed), g.example, g.where] for g in a.failures]
+    return s
+
+
+def sections(rep: Report) -> list[Section]:
+    curves = Section("curves", "Learning curves", [f"Per trial, steps shared: `{rep.metric}`, variance_per_prompt, clip fraction, KL."],
+                     plots=[("learning curves", rep.plots["learning curves"])] if "learning curves" in rep.plots else [])
+    return [_leaderboard(rep), curves, _envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(rep: Report, parts: list[Section]) -> str:
+    out = [f"# Sweep report: {rep.name}", "", f"Source: `{rep.uri}`", ""]
+    for s in parts:
+        out += [f"## {s.title}", "", *s.lines, ""]
+        if s.header:
+            out += ["| " + " | ".join(s.header) + " |", "|" + " --- |" * len(s.header)]
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in s.rows] + [""]
+        out += [f"![{title}]({path.name})" for title, path in s.plots] + ([""] if s.plots else [])
+    return "\n".join(out)
+
+
+CSS = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
+       "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top}"
+       "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee}code{background:#f6f6f6}")
+
+
+def _html_section(s: Section) -> str:
+    body = [f'<section id="{s.anchor}"><h2>{html.escape(s.title)}</h2>']
+    body += [f"<p>{html.escape(line)}</p>" for line in s.lines]
+    if s.header:
+        body.append(f'<table id="{s.anchor}-table"><tr>' + "".join(f"<th>{html.escape(h)}</th>" for h in s.header) + "</tr>")
+        body += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in s.rows]
+        body.append("</table>")
+    for title, path in s.plots:
+        data = base64.b64encode(path.read_bytes()).decode()
+        slug = title.replace(" ", "-")
+        body.append(f'<figure><img id="plot-{slug}" alt="{html.escape(title)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(title)}</figcaption></figure>')
+    return "\n".join(body + ["</section>"])
+
+
+def to_html(rep: Report, parts: list[Section]) -> str:
+    title = f"Sweep report: {rep.name}"
+    return "\n".join([
+        "<!doctype html>", '<html><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>", f"<p>Source: <code>{html.escape(rep.uri)}</code></p>",
+        *[_html_section(s) for s in parts], "</body></html>",
+    ])
+
+
+def write_report(rep: Report, out: Path) -> tuple[Path, Path, str]:
+    """Write summary.md and index.html under ``out``; returns their paths and the markdown."""
+    parts = sections(rep)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = to_markdown(rep, parts)
+    (out / "summary.md").write_text(markdown)
+    (out / "index.html").write_text(to_html(rep, parts))
+    return out / "summary.md", out / "index.html", markdown

@@ -1,0 +1,108 @@
+"""``sweep report`` on a hand-made sweep directory with known numbers (fast; no Ray)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweep.__main__ import main
+from sweep.report import make_report
+from sweep.report.build import build_report
+from sweep.report.importance import param_importance
+from sweep.report.thresholds import Thresholds
+from tests.sweep.report_fixture import make_sweep_dir
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    return make_sweep_dir(tmp_path_factory.mktemp("sweeps") / "fixture_sweep")
+
+
+@pytest.fixture(scope="module")
+def report(sweep_dir, tmp_path_factory):
+    return build_report(str(sweep_dir), tmp_path_factory.mktemp("out"))
+
+
+def test_leaderboard_ranks_by_best_eval_and_says_why_each_stopped(report):
+    assert report.metric == "eval/avg_pass_at_1" and report.use_eval
+    rows = {t.trial_id: t for t in report.trials}
+    assert [t.trial_id for t in report.trials] == ["aaaa0001", "bbbb0002", "cccc0003", "dddd0004"]
+    # the winner: eval mean over 4 envs, step 0 = (0.2 + 0.95 + 0 + 0.3) / 4; best at step 2 = (0.5 + 1 + 0 + 0.31) / 4
+    assert rows["aaaa0001"].first == pytest.approx(0.3625)
+    assert rows["aaaa0001"].best == pytest.approx(0.4525) and rows["aaaa0001"].best_step == 2
+    assert rows["aaaa0001"].last == pytest.approx(0.4375)
+    assert {t: r.stop for t, r in rows.items()} == {"aaaa0001": "finished", "bbbb0002": "finished", "cccc0003": "ASHA", "dddd0004": "zero signal"}
+    assert rows["cccc0003"].steps == 2 and rows["cccc0003"].wall_s == pytest.approx(20.0)
+
+
+def test_env_table_of_the_best_trial(report):
+    rows = {r.env: r for r in report.env_rows}
+    assert {e: r.status for e, r in rows.items()} == {"hotel": "IMPROVED", "mail": "SATURATED", "github": "FAILING", "zillow": "FLAT"}
+    assert rows["hotel"].delta == pytest.approx(0.3) and rows["hotel"].best_step == 2
+    assert rows["github"].signal_frac == 0.0 and rows["hotel"].signal_frac == 1.0
+    assert rows["hotel"].variance_mean == pytest.approx(0.08)
+
+
+def test_diagnoses_fire_on_the_trials_built_for_them(report):
+    found = {(d.rule, d.subject) for d in report.diagnoses}
+    assert found == {
+        ("flat_low_clip", "bbbb0002"),
+        ("kl_rising_pass_falling", "cccc0003"),
+        ("high_clip", "cccc0003"),
+        ("no_signal", "dddd0004"),
+        ("env_saturated", "env mail"),
+        ("env_failing", "env github"),
+    }
+
+
+def test_importance_from_the_study_and_its_reasons(report, sweep_dir, tmp_path):
+    assert set(report.importance.importances) == {"optim.lr", "algorithm.kl_coef"}
+    assert report.importance.complete == 4 and report.importance.pruned == 2
+    assert sum(report.importance.importances.values()) == pytest.approx(1.0)
+    too_few = param_importance(sweep_dir / "optuna.db", sweep_dir.name, min_complete=5)
+    assert not too_few.importances and "4 finished trial(s), 2 stopped early (PRUNED)" in too_few.reason
+    assert "not Optuna" in param_importance(None, "x").reason
+
+
+def test_trajectory_failures_grouped_with_an_example(report):
+    a = report.trajectories
+    assert a.episodes == 5 * 4 and a.envs[0].pass_rate == pytest.approx(0.2)
+    groups = {g.name: g for g in a.failures}
+    assert {n: g.episodes for n, g in groups.items()} == {
+        "false completion (<done> with score 0)": 4, "permission denied": 4, "repeated identical call": 4, "not found": 4,
+        "malformed tool call": 4, "tool argument error": 4, "context overflow": 4,
+    }
+    assert groups["permission denied"].example.startswith("permission denied: booking B9")
+    assert groups["repeated identical call"].example == '{"name": "cancel_booking", "arguments": {"booking_id": "B9"}}'
+    assert groups["not found"].where == "trial aaaa0001, step 0, hotel-3"
+
+
+def test_cli_writes_the_files_and_prints_the_summary(sweep_dir, tmp_path, capsys):
+    assert main(["report", str(sweep_dir), "--out", str(tmp_path / "r"), "--min-delta", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "# Sweep report: fixture_sweep" in out and "| zillow | 0.3 (0) | 0.32 (1) | +0.020 | IMPROVED |" in out
+    names = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert names == ["importance.png", "index.html", "learning_curves.png", "metric_vs_params.png", "summary.md"]
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert page.count("data:image/png;base64,") == 3 and 'src="http' not in page and "<script" not in page
+
+
+def test_default_out_and_training_metric_fallback(tmp_path):
+    root = make_sweep_dir(tmp_path / "no_eval", study=False)
+    for folder in root.iterdir():
+        if (folder / "result.json").exists():
+            rows = [json.loads(line) for line in (folder / "result.json").read_text().splitlines()]
+            kept = [{k: v for k, v in r.items() if not k.startswith("eval/")} for r in rows]
+            (folder / "result.json").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    for agg in root.glob("trajectories/*/aggregated_results.jsonl"):
+        agg.unlink()
+    out, markdown = make_report(str(root), thresholds=Thresholds())
+    assert out == root / "report" and (out / "index.html").exists()
+    assert "`reward/avg_pass_at_1` (training reward (eval was off))" in markdown
+    assert "No importance: no optuna.db" in markdown
+
+
+def test_a_directory_without_trials_is_a_clear_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no trial folders with result.json" in capsys.readouterr().out
