@@ -11,6 +11,7 @@ from sweep.report import make_report
 from sweep.report.build import build_report
 from sweep.report.importance import param_importance
 from sweep.report.thresholds import Thresholds
+from tests.support.s3 import moto_server, s3_bucket  # noqa: F401, F811
 from tests.sweep.report_fixture import make_sweep_dir
 
 
@@ -106,3 +107,17 @@ def test_default_out_and_training_metric_fallback(tmp_path):
 def test_a_directory_without_trials_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "no trial folders with result.json" in capsys.readouterr().out
+
+
+def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
+    client = s3_bucket.server.client()
+    for path in sweep_dir.rglob("*"):
+        if path.is_file() and "report" not in path.relative_to(sweep_dir).parts:
+            client.upload_file(str(path), s3_bucket.name, f"results/{sweep_dir.name}/{path.relative_to(sweep_dir)}")
+    uri = f"{s3_bucket.uri('results/' + sweep_dir.name)}?endpoint_override={s3_bucket.server.host_port}&scheme=http"
+    out, markdown = make_report(uri, tmp_path / "from_s3")
+    assert (out / "index.html").exists() and "Sweep report: fixture_sweep" in markdown
+    local = build_report(str(sweep_dir), tmp_path / "local")
+    remote = build_report(uri, tmp_path / "remote")
+    assert remote.trials == local.trials and remote.env_rows == local.env_rows and remote.diagnoses == local.diagnoses
+    assert remote.importance.importances == local.importance.importances and remote.trajectories == local.trajectories
