@@ -313,3 +313,14 @@ def test_reference_episodes_fit_the_default_rollout_limits(env_key, shipped):
 def test_appkit_new_ids_follow_the_seed():
     state = {"orders": {"4": {}, "17": {}}, "counters": {}}
     assert [appkit.new_id(state, "orders") for _ in range(2)] == [18, 19]
+
+
+def test_a_task_key_in_two_files_names_both(tmp_path):
+    from grpo.configbase import ConfigError
+
+    line = shipped_task_files()[0].read_text().splitlines()[0]
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(line + "\n")
+    second.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=f"{second}: key 'task_key' = .* is also in {first}"):
+        load_task_files([first, second])

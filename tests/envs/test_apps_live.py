@@ -122,3 +122,21 @@ def test_errors_reach_the_agent_as_results(servers, shipped):
     for env_key, (_, _, message) in cases.items():
         result = asyncio.run(go(env_key))
         assert result.is_error and message in result.text, (env_key, result.text)
+
+
+def test_envs_check_command_takes_several_files(tmp_path):
+    """``python -m sweep envs check A B``: one table over both files' envs, with a total row."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths = []
+    for env_key in ("github", "zillow"):
+        lines = (shipped_task_files()[0].parent / f"{env_key}.jsonl").read_text().splitlines()
+        paths.append(tmp_path / f"{env_key}.jsonl")
+        paths[-1].write_text("\n".join(lines[::16]) + "\n")
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-m", "sweep", "envs", "check", *map(str, paths)], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {line.split("│")[1].strip(): line for line in run.stdout.splitlines() if line.count("│") > 5}
+    assert {"github", "zillow", "all"} <= set(rows) and "100.0" in rows["all"]
