@@ -2,9 +2,13 @@
 
 With binary rewards and per-task success probability p, a group of n samples has zero reward variance
 (no learning signal) with probability ``p**n + (1 - p)**n``. A short probe of the base policy estimates
-p per task (k samples each); this module turns the estimates into the expected zero-variance fraction
-for each candidate ``n_samples_per_prompt``, per env and overall, and flags saturated or failing envs.
-The math is pure; only ``probe`` runs the policy (and imports torch).
+p per task (k samples each); this module turns the counts into the expected zero-variance fraction for
+each candidate ``n_samples_per_prompt``, per env and overall, flags saturated or failing envs and
+suggests an n range and the tasks to drop. Plugging p = c/k into the closed form overstates the share
+(it is convex in p: with k = 8 and p = 0.75, by about 0.09 at n = 4), so for n ≤ k each task's share is
+the unbiased estimate [C(c, n) + C(k − c, n)] / C(k, n), whose expectation is exactly the closed form; for
+n > k the plug-in value is used and the table says so. The math is pure; only ``probe`` runs the policy
+(and imports torch).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import comb
 from statistics import fmean
 
 SATURATED = 0.9  # mean success above this: the base policy already solves the env
@@ -21,6 +26,14 @@ FAILING = 0.05  # mean success below this: almost never solved, almost no signal
 def zero_variance_probability(p: float, n: int) -> float:
     """P(all n binary rewards equal) for success probability p: ``p**n + (1 - p)**n``."""
     return p**n + (1.0 - p) ** n
+
+
+def zero_variance_estimate(successes: int, samples: int, n: int) -> float:
+    """Zero-variance probability of a group of n from c successes in k probe samples: unbiased for n ≤ k
+    (the share of n-subsets of the k samples that all agree), the plug-in closed form for n > k."""
+    if n > samples:
+        return zero_variance_probability(successes / samples, n)
+    return (comb(successes, n) + comb(samples - successes, n)) / comb(samples, n)
 
 
 def expected_zero_variance(successes: Sequence[float], n: int) -> float:
@@ -47,18 +60,21 @@ class ProbeResult:
     def p(self) -> float:
         return self.successes / self.samples
 
+    def zero_variance(self, n: int) -> float:
+        return zero_variance_estimate(self.successes, self.samples, n)
+
 
 def forecast_table(results: Sequence[ProbeResult], candidates: Sequence[int]) -> list[dict]:
     """One row per env and one overall: mean success, status, and expected zero-variance share per n."""
-    by_env: dict[str, list[float]] = defaultdict(list)
+    by_env: dict[str, list[ProbeResult]] = defaultdict(list)
     for r in results:
-        by_env[r.env_key].append(r.p)
-    groups = sorted(by_env.items()) + [("all", [r.p for r in results])]
+        by_env[r.env_key].append(r)
+    groups = sorted(by_env.items()) + [("all", list(results))]
     rows = []
-    for env_key, ps in groups:
-        mean = fmean(ps) if ps else 0.0
-        row = {"env_key": env_key, "tasks": len(ps), "mean_success": mean, "status": env_status(mean)}
-        row.update({f"zero_var@{n}": expected_zero_variance(ps, n) for n in candidates})
+    for env_key, members in groups:
+        mean = fmean(r.p for r in members) if members else 0.0
+        row = {"env_key": env_key, "tasks": len(members), "mean_success": mean, "status": env_status(mean)}
+        row.update({f"zero_var@{n}": fmean(r.zero_variance(n) for r in members) if members else 0.0 for n in candidates})
         rows.append(row)
     return rows
 
@@ -66,6 +82,55 @@ def forecast_table(results: Sequence[ProbeResult], candidates: Sequence[int]) ->
 def tasks_without_signal(results: Sequence[ProbeResult]) -> list[str]:
     """Tasks the probe always or never solved: every group of them would have no signal."""
     return [r.task_key for r in results if r.successes in (0, r.samples)]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What to change before the sweep: the n range worth sweeping and the tasks to drop."""
+
+    n_low: int
+    n_high: int
+    zero_var_low: float  # expected zero-variance share at n_low, over the tasks kept
+    zero_var_high: float
+    always_solved: list[str]
+    never_solved: list[str]
+    flagged_envs: list[tuple[str, str, float]]  # (env_key, SATURATED | FAILING, mean success)
+
+
+def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance: float = 0.05) -> Suggestion:
+    """The cheapest n whose expected zero-variance share (over the tasks that keep some signal) is within
+    ``tolerance`` of the largest candidate's, up to the largest; the tasks the probe always or never
+    solved (drop them: their groups never carry signal at any n); envs the base policy saturates or fails.
+
+    With binary rewards ``p**n + (1 - p)**n`` falls as n grows, so larger n always helps; the range says
+    where more samples stop paying for themselves.
+    """
+    kept = [r for r in results if 0 < r.successes < r.samples]
+    ns = sorted(set(candidates))
+    share = {n: fmean(r.zero_variance(n) for r in kept) if kept else 1.0 for n in ns}
+    low = next(n for n in ns if share[n] <= share[ns[-1]] + tolerance)
+    flagged = [(row["env_key"], row["status"], row["mean_success"]) for row in forecast_table(results, ns)[:-1] if row["status"] != "OK"]
+    return Suggestion(
+        n_low=low, n_high=ns[-1], zero_var_low=share[low], zero_var_high=share[ns[-1]],
+        always_solved=[r.task_key for r in results if r.successes == r.samples],
+        never_solved=[r.task_key for r in results if r.successes == 0],
+        flagged_envs=flagged,
+    )
+
+
+def _listing(keys: list[str], shown: int = 8) -> str:
+    return ", ".join(keys[:shown]) + (f", … ({len(keys) - shown} more)" if len(keys) > shown else "") if keys else "none"
+
+
+def suggestion_lines(s: Suggestion, k: int) -> list[str]:
+    """The suggestion in words, one finding a line."""
+    lines = [f"flag: env {env} is {status} for the base policy (mean success {mean:.3f})" for env, status, mean in s.flagged_envs]
+    span = str(s.n_low) if s.n_low == s.n_high else f"{s.n_low}–{s.n_high}"
+    lines.append(f"suggested n_samples_per_prompt: {span} (expected zero-variance share over the tasks kept: "
+                 f"{s.zero_var_low:.3f} at n={s.n_low}, {s.zero_var_high:.3f} at n={s.n_high})")
+    lines.append(f"tasks to drop (no signal at any n; from {k} samples each, so a rare success can hide): "
+                 f"always solved {len(s.always_solved)}: {_listing(s.always_solved)}; never solved {len(s.never_solved)}: {_listing(s.never_solved)}")
+    return lines
 
 
 def candidate_sizes(cfg, sweep_cfg=None) -> list[int]:
@@ -87,16 +152,21 @@ def render(results: Sequence[ProbeResult], candidates: Sequence[int], k: int) ->
 
     rows = forecast_table(results, candidates)
     table = Table(title=f"Expected share of zero-variance groups (base policy, {k} samples per task)")
+    plug_in = [n for n in candidates if n > k]
     for column in ["env_key", "tasks", "mean success", "status", *[f"n={n}" for n in candidates]]:
         table.add_column(column)
     for row in rows:
         table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
     Console(width=160).print(table)
+    if plug_in:
+        print(f"n={', '.join(map(str, plug_in))} > k={k}: plug-in estimates, biased upwards; probe with --k {max(plug_in)} for unbiased ones")
     overall = rows[-1]
     best = min(candidates, key=lambda n: overall[f"zero_var@{n}"])
     dead = tasks_without_signal(results)
     print(f"least zero-variance: n={best} ({overall[f'zero_var@{best}']:.3f}); "
           f"{len(dead)} of {len(results)} tasks were never or always solved in the probe (candidates to drop)")
+    for line in suggestion_lines(suggest(results, candidates), k):
+        print(line)
 
 
 def probe(cfg, k: int) -> list[ProbeResult]:

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from math import comb
+
 import pytest
 
-from sweep.forecast import ProbeResult, env_status, expected_zero_variance, forecast_table, tasks_without_signal, zero_variance_probability
+from sweep.forecast import (
+    ProbeResult,
+    env_status,
+    expected_zero_variance,
+    forecast_table,
+    suggest,
+    tasks_without_signal,
+    zero_variance_estimate,
+    zero_variance_probability,
+)
 from tests.conftest import TEST_MODEL
 
 
@@ -16,14 +27,25 @@ def test_closed_form_by_hand():
     assert expected_zero_variance([0.5, 0.1], 2) == pytest.approx((0.5 + 0.82) / 2)
 
 
+def test_the_estimate_is_unbiased_for_the_closed_form():
+    # 2 of 4 solved, n = 2: of the C(4,2) = 6 pairs, 1 is both successes and 1 both failures -> 2/6
+    assert zero_variance_estimate(2, 4, 2) == pytest.approx(1 / 3)
+    assert zero_variance_estimate(2, 4, 4) == 0.0 and zero_variance_estimate(4, 4, 4) == 1.0
+    assert zero_variance_estimate(1, 4, 8) == pytest.approx(zero_variance_probability(0.25, 8))  # n > k: plug-in
+    for p in (0.1, 0.5, 0.75, 0.97):  # its expectation over Binomial(k, p) counts is exactly p^n + (1-p)^n
+        for k, n in ((4, 2), (8, 4), (8, 8), (6, 3)):
+            mean = sum(comb(k, c) * p**c * (1 - p) ** (k - c) * zero_variance_estimate(c, k, n) for c in range(k + 1))
+            assert mean == pytest.approx(zero_variance_probability(p, n))
+
+
 def test_table_per_env_and_overall():
     results = [ProbeResult("a", "hotel", 2, 4), ProbeResult("b", "hotel", 4, 4), ProbeResult("c", "mail", 0, 4)]
     rows = {r["env_key"]: r for r in forecast_table(results, [2, 4])}
-    # hotel: p = 0.5 and 1.0 -> zero_var@2 = (0.5 + 1) / 2 = 0.75; mail: p = 0 -> 1.0 and FAILING
-    assert rows["hotel"]["zero_var@2"] == pytest.approx(0.75)
+    # hotel: a 2/4 -> 1/3 at n = 2, b 4/4 -> 1; mail: 0/4 -> 1.0 and FAILING
+    assert rows["hotel"]["zero_var@2"] == pytest.approx((1 / 3 + 1) / 2)
     assert rows["hotel"]["mean_success"] == pytest.approx(0.75) and rows["hotel"]["status"] == "OK"
     assert rows["mail"]["zero_var@4"] == 1.0 and rows["mail"]["status"] == "FAILING"
-    assert rows["all"]["tasks"] == 3 and rows["all"]["zero_var@4"] == pytest.approx((0.125 + 1 + 1) / 3)
+    assert rows["all"]["tasks"] == 3 and rows["all"]["zero_var@4"] == pytest.approx((0 + 1 + 1) / 3)
     assert tasks_without_signal(results) == ["b", "c"]
     assert env_status(0.95) == "SATURATED"
 
@@ -38,7 +60,7 @@ def test_probe_counts_every_sample_of_every_task():
     assert [r.samples for r in results] == [3, 3, 3]
     assert all(0 <= r.successes <= 3 for r in results)
     row = forecast_table(results, [3])[-1]
-    assert row["zero_var@3"] == pytest.approx(sum(zero_variance_probability(r.p, 3) for r in results) / 3)
+    assert row["zero_var@3"] == pytest.approx(sum(zero_variance_estimate(r.successes, 3, 3) for r in results) / 3)
 
 
 def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
@@ -50,6 +72,19 @@ def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
     space = load_sweep_config(Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "demo_cpu.yaml")
     assert candidate_sizes(space.base_trainer(), space) == [4, 8]
     assert candidate_sizes(space.base_trainer()) == [2, 4, 8, 16]
-    render([ProbeResult("a", "hotel", 1, 4), ProbeResult("b", "hotel", 0, 4)], [4, 8], k=4)
+    render([ProbeResult("a", "hotel", 2, 8), ProbeResult("b", "hotel", 0, 8)], [4, 8], k=8)
     out = capsys.readouterr().out
     assert "hotel" in out and "least zero-variance: n=8" in out and "1 of 2 tasks" in out
+    assert "suggested n_samples_per_prompt: 8 (" in out and "never solved 1: b" in out and "plug-in" not in out
+    render([ProbeResult("a", "hotel", 1, 4)], [4, 8], k=4)
+    assert "n=8 > k=4: plug-in estimates" in capsys.readouterr().out
+
+
+def test_suggestion_range_tasks_to_drop_and_flags():
+    results = [ProbeResult(f"h{i}", "hotel", 4, 8) for i in range(3)] + [ProbeResult("x", "hotel", 8, 8), ProbeResult("m", "mail", 0, 8)]
+    s = suggest(results, [2, 4, 8], tolerance=0.05)
+    # kept tasks: 4 of 8 solved -> n=2: 2*C(4,2)/C(8,2) = 12/28 = 0.43; n=4: 2/70 = 0.029; n=8: 0 -> 4 is within 0.05 of 8
+    assert (s.n_low, s.n_high) == (4, 8) and s.zero_var_low == pytest.approx(2 / 70)
+    assert s.always_solved == ["x"] and s.never_solved == ["m"]
+    assert s.flagged_envs == [("mail", "FAILING", 0.0)]
+    assert suggest(results, [2, 4, 8], tolerance=0.5).n_low == 2
