@@ -3,7 +3,7 @@
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
-    python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
+    python -m sweep envs check [tasks.jsonl] [--write kept.jsonl]     # replay reference solutions live
     python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
 
 Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
@@ -21,13 +21,21 @@ from grpo.configbase import ConfigError
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from sweep.checks import cluster_resources
     from sweep.config import load_sweep_config, sampled_trial_count
 
-    cfg = load_sweep_config(args.space)
-    print(f"{args.space}: ok — {sampled_trial_count(cfg)} trials, searcher {cfg.search.searcher}, scheduler {cfg.scheduler.type}, "
-          f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.base_trainer().total_steps} steps each")
+    available, where = cluster_resources()
+    try:
+        cfg = load_sweep_config(args.space, cluster=available)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}\n(resources checked against {where})" if "_per_trial'" in str(exc) else str(exc)) from None
+    searcher = cfg.search.searcher + (f" ({cfg.search.sampler})" if cfg.search.searcher == "optuna" else "")
+    print(f"{args.space}: ok — {sampled_trial_count(cfg)} trials, searcher {searcher}, scheduler {cfg.scheduler.type}, "
+          f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.base_trainer().total_steps} steps each; resources checked against {where}")
     for key, dist in cfg.space.items():
-        print(f"  {key}: {dist.model_dump()}")
+        print(f"  {key}: {dist.model_dump(exclude_none=True)}")
+    for key, dist in getattr(cfg.scheduler, "mutations", {}).items():
+        print(f"  pbt mutates {key}: {dist.model_dump(exclude_none=True)}")
     rule = cfg.stopping.zero_signal
     if rule.enabled:
         print(f"  stop on zero signal: variance_per_prompt < {rule.threshold:g} for {rule.patience} steps")
@@ -90,9 +98,16 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _cmd_envs_check(args: argparse.Namespace) -> int:
-    from envs.check import main as check_main
+    from envs.check import check_tasks, render, write_kept
+    from envs.task import load_tasks
+    from grpo.config import DEFAULT_TASKS
 
-    return check_main(args.tasks, args.write)
+    report = check_tasks(load_tasks(args.tasks or DEFAULT_TASKS))
+    render(report)
+    if args.write:
+        write_kept(report, args.write)
+        print(f"wrote {len(report.kept())} passing tasks to {args.write}")
+    return 1 if any(report.failed.values()) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
-    check_cmd.add_argument("tasks", type=Path, nargs="*", help="JSONL task files (default: every shipped file in envs/data)")
+    check_cmd.add_argument("tasks", type=Path, nargs="?", default=None, help="a JSONL task file (default: the shipped hotel tasks)")
     check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)

@@ -1,15 +1,17 @@
 """SweepConfig: what to sweep, how to search and schedule, where results go; validated before any trial.
 
-A space file names TrainerConfig keys by dotted path, each with a distribution::
+A space file names TrainerConfig keys by dotted path, each with a distribution (``sweep/distributions.py``)::
 
     space:
       optim.lr: {loguniform: [1.0e-4, 3.0e-3]}
       algorithm.kl_coef: {choice: [0.0, 0.01]}
+      algorithm.kl_estimator: {choice: [k1, k3], when: {algorithm.kl_coef: {gt: 0}}}
       rollout.n_samples_per_prompt: 4            # a fixed value
 
-Loading checks every key exists, every distribution is well formed, and that the trainer config accepts
-the extreme values of every distribution, so a bad file fails with its file, key and allowed values
-before Ray starts. Imports no torch and no Ray.
+``load_sweep_config`` checks the file's shape here and its meaning in ``sweep/checks.py`` (keys exist,
+the trainer accepts every distribution's extremes, searcher, scheduler and metric agree, resources fit),
+and reports every problem at once, each naming the file, the key and what is allowed, before Ray starts.
+Imports no torch and no Ray.
 """
 
 from __future__ import annotations
@@ -21,110 +23,69 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from grpo.config import TrainerConfig
-from grpo.configbase import ConfigError, StrictModel, apply_overrides, describe_errors, dotted_keys, read_yaml, validate
-
-DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice", "grid")
-
-
-class Uniform(StrictModel):
-    type: Literal["uniform"] = "uniform"
-    low: float
-    high: float
-
-    def extremes(self) -> list[Any]:
-        """The bounds and a value between them that is not round (an int-only key refuses it)."""
-        return [self.low, self.high, self.low + (self.high - self.low) * 0.377]
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Uniform:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
-        return self
-
-
-class LogUniform(Uniform):
-    type: Literal["loguniform"] = "loguniform"  # type: ignore[assignment]
-
-    @model_validator(mode="after")
-    def _positive(self) -> LogUniform:
-        if self.low <= 0:
-            raise ValueError(f"low ({self.low}) must be > 0 for a log scale")
-        return self
-
-
-class RandInt(StrictModel):
-    """Integers ``low <= x < high``."""
-
-    type: Literal["randint"] = "randint"
-    low: int
-    high: int
-
-    def extremes(self) -> list[Any]:
-        return [self.low, self.high - 1]
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RandInt:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high}); high is exclusive")
-        return self
-
-
-class Choice(StrictModel):
-    type: Literal["choice"] = "choice"
-    values: list[Any] = Field(min_length=1)
-
-    def extremes(self) -> list[Any]:
-        return list(self.values)
-
-
-class Grid(Choice):
-    """Every value is tried (with the ``grid`` or ``random`` searcher)."""
-
-    type: Literal["grid"] = "grid"  # type: ignore[assignment]
-
-
-class Fixed(StrictModel):
-    type: Literal["fixed"] = "fixed"
-    value: Any
-
-    def extremes(self) -> list[Any]:
-        return [self.value]
-
-
-Distribution = Annotated[Uniform | LogUniform | RandInt | Choice | Grid | Fixed, Field(discriminator="type")]
-
-
-def _distribution_dict(raw: Any) -> dict[str, Any]:
-    """``{loguniform: [a, b]}`` -> ``{type: loguniform, low: a, high: b}``; a scalar is a fixed value."""
-    if not isinstance(raw, dict):
-        return {"type": "fixed", "value": raw}
-    if len(raw) != 1 or next(iter(raw)) not in DISTRIBUTIONS:
-        raise ValueError(f"a distribution is one of {{{', '.join(DISTRIBUTIONS)}}}: [...] or a plain value, got {raw!r}")
-    (name, args), = raw.items()
-    if name in ("choice", "grid"):
-        return {"type": name, "values": args}
-    if not isinstance(args, list) or len(args) != 2:
-        raise ValueError(f"{name} takes [low, high], got {args!r}")
-    return {"type": name, "low": args[0], "high": args[1]}
+from grpo.configbase import ConfigError, StrictModel, describe_errors, read_yaml
+from sweep.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
+    DISTRIBUTIONS,
+    Choice,
+    Condition,
+    Distribution,
+    Fixed,
+    Grid,
+    LogUniform,
+    QUniform,
+    RandInt,
+    Uniform,
+    distribution_dict,
+)
 
 
 class SearchConfig(StrictModel):
     searcher: Literal["optuna", "random", "grid"] = Field("optuna", description="How trial configs are chosen.")
+    sampler: Literal["tpe", "gp", "cmaes"] = Field(
+        "tpe", description="Optuna's sampler: tpe (any space), gp (Gaussian process), cmaes (numeric keys; choices sampled at random)."
+    )
+    constant_liar: bool = Field(True, description="TPE: treat running trials as bad so parallel trials spread out.")
     num_samples: int = Field(4, ge=1, description="Trials to run (grid: repeats of the whole grid).")
     metric: str = Field("reward/avg_pass_at_1", description="The metric the searcher and scheduler optimise.")
     mode: Literal["max", "min"] = "max"
     seed: int = 0
-    n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before TPE takes over.")
+    n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before the sampler's model takes over.")
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list, description="Configs tried first (dotted key -> value), e.g. the settings you run today."
     )
 
 
+class AshaConfig(StrictModel):
+    type: Literal["asha"] = "asha"
+    grace_period: int = Field(2, ge=1, description="GRPO steps before a trial can be stopped.")
+    reduction_factor: float = Field(2.0, gt=1, description="Keep 1/reduction_factor of trials at each rung.")
 
-class SchedulerConfig(StrictModel):
-    type: Literal["asha", "fifo"] = Field("asha", description="asha stops weak trials at rungs; fifo runs all to the end.")
-    grace_period: int = Field(2, ge=1, description="ASHA: GRPO steps before a trial can be stopped.")
-    reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials at each rung.")
+
+class FifoConfig(StrictModel):
+    type: Literal["fifo"] = "fifo"
+
+
+class MedianConfig(StrictModel):
+    type: Literal["median"] = "median"
+    grace_period: int = Field(2, ge=1, description="GRPO steps before a trial can be stopped.")
+    min_samples_required: int = Field(3, ge=1, description="Other trials' results needed at a step before comparing.")
+
+
+class PbtConfig(StrictModel):
+    type: Literal["pbt"] = "pbt"
+    perturbation_interval: int = Field(2, ge=1, description="GRPO steps between exploit/explore decisions.")
+    mutations: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution to mutate within.")
+    quantile_fraction: float = Field(0.25, gt=0, le=0.5, description="Bottom share of trials that copy a top-share trial's checkpoint.")
+    resample_probability: float = Field(0.25, ge=0, le=1, description="Chance a mutated key is resampled rather than perturbed.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand(cls, data: Any) -> Any:
+        return _expand_distributions(data, "mutations")
+
+
+Scheduler = Annotated[AshaConfig | FifoConfig | MedianConfig | PbtConfig, Field(discriminator="type")]
+SCHEDULERS = ("asha", "fifo", "median", "pbt")
 
 
 class ZeroSignalConfig(StrictModel):
@@ -148,87 +109,47 @@ class ResourcesConfig(StrictModel):
     gpus_per_trial: float = Field(0.0, ge=0, description="GPUs Ray reserves for each trial.")
 
 
+class WandbConfig(StrictModel):
+    enabled: bool = False
+    project: str = Field("grpo-sweep", description="W&B project; runs are grouped by the sweep's name, one per trial.")
+    entity: str | None = Field(None, description="W&B team or user (default: the key's own).")
+    mode: Literal["online", "offline", "disabled"] = Field("offline", description="online needs WANDB_API_KEY; offline writes local run files to sync later.")
+
+
+class LoggingConfig(StrictModel):
+    wandb: WandbConfig = WandbConfig()
+    tensorboard: bool = Field(True, description="TensorBoard event files in each trial's folder.")
+    progress: bool = Field(True, description="A live table of trials (state, step, pass@1, variance_per_prompt) in the terminal.")
+
+
 class SweepConfig(StrictModel):
     name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name (a directory under storage).")
     trainer: dict[str, Any] = Field(default_factory=dict, description="The base TrainerConfig every trial starts from.")
     space: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution.")
     search: SearchConfig = SearchConfig()
-    scheduler: SchedulerConfig = SchedulerConfig()
+    scheduler: Scheduler = AshaConfig()
     stopping: StoppingConfig = StoppingConfig()
     resources: ResourcesConfig = ResourcesConfig()
+    logging: LoggingConfig = LoggingConfig()
     max_concurrent_trials: int = Field(2, ge=1)
     storage: str = Field("sweep_results", description="Local directory for results (relative to the working directory).")
 
     @model_validator(mode="before")
     @classmethod
     def _expand_space(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("space"), dict):
-            data = {**data, "space": {k: v if isinstance(v, dict) and "type" in v else _distribution_dict(v) for k, v in data["space"].items()}}
+        data = _expand_distributions(data, "space")
+        if isinstance(data, dict) and isinstance(data.get("scheduler"), dict) and "type" not in data["scheduler"]:
+            data = {**data, "scheduler": {"type": "asha", **data["scheduler"]}}  # asha is the default scheduler
         return data
 
     def base_trainer(self) -> TrainerConfig:
         return TrainerConfig.model_validate(self.trainer)
 
 
-def _check_search(cfg: SweepConfig, source: str) -> None:
-    """Searcher, scheduler and metric agree with each other and with what the trainer reports."""
-    from grpo.data import select_tasks
-    from grpo.metrics import metric_names
-
-    base = cfg.base_trainer()
-    names = metric_names({t.env_key for t in select_tasks(base.env)}, base.eval.n_samples if base.eval.interval else None)
-    if cfg.search.metric not in names:
-        hint = " (eval/* needs trainer.eval.interval > 0)" if cfg.search.metric.startswith("eval/") and not base.eval.interval else ""
-        raise ConfigError(f"{source}: key 'search.metric' = {cfg.search.metric!r} is not reported{hint}; allowed: {', '.join(sorted(names))}")
-    if cfg.search.searcher == "optuna" and all(isinstance(d, Fixed) for d in cfg.space.values()):
-        raise ConfigError(f"{source}: key 'space' has nothing to search (no distribution); the optuna searcher needs one (or use searcher: random)")
-    if cfg.scheduler.type == "asha":
-        if cfg.scheduler.grace_period > base.total_steps:
-            raise ConfigError(f"{source}: key 'scheduler.grace_period' = {cfg.scheduler.grace_period} exceeds trainer.total_steps = {base.total_steps}")
-        if cfg.search.metric.startswith("eval/") and cfg.scheduler.grace_period % base.eval.interval:
-            raise ConfigError(
-                f"{source}: key 'scheduler.grace_period' = {cfg.scheduler.grace_period} is not a multiple of trainer.eval.interval = "
-                f"{base.eval.interval}: ASHA's rungs would compare stale eval results"
-            )
-
-
-def _check_points(cfg: SweepConfig, source: str) -> None:
-    """Each starting point names only swept keys, with values inside their distributions, and makes a valid trial."""
-    for i, point in enumerate(cfg.search.points_to_evaluate):
-        where = f"{source}: key 'search.points_to_evaluate[{i}]'"
-        unknown = sorted(set(point) - set(cfg.space))
-        if unknown:
-            raise ConfigError(f"{where} names {', '.join(unknown)}, which the space does not sweep (swept: {', '.join(cfg.space)})")
-        for key, value in point.items():
-            dist = cfg.space[key]
-            inside = value in dist.values if isinstance(dist, Choice) else (
-                dist.low <= value <= dist.high if isinstance(dist, (Uniform, RandInt)) else value == dist.value
-            )
-            if not inside:
-                raise ConfigError(f"{where}: {key} = {value!r} is outside its distribution {dist.model_dump()}")
-        try:
-            TrainerConfig.model_validate(apply_overrides(cfg.trainer, point))
-        except ValidationError as exc:
-            raise ConfigError(f"{where} makes a trial config the trainer refuses:\n{describe_errors(exc, TrainerConfig, source)}") from None
-
-
-def _check_space(cfg: SweepConfig, source: str) -> None:
-    known = dotted_keys(TrainerConfig)
-    for key, dist in cfg.space.items():
-        if key in ("total_steps", "output_dir"):
-            raise ConfigError(f"{source}: key 'space.{key}' cannot be swept (ASHA and the stop rule use trainer.{key}); set it under trainer")
-        if key not in known:
-            raise ConfigError(f"{source}: unknown trainer key 'space.{key}' (allowed: {', '.join(known)})")
-        for value in dist.extremes():
-            try:
-                TrainerConfig.model_validate(apply_overrides(cfg.trainer, {key: value}))
-            except ValidationError as exc:
-                detail = describe_errors(exc, TrainerConfig, source)
-                raise ConfigError(f"{source}: key 'space.{key}' can give {value!r}, which the trainer refuses:\n{detail}") from None
-        if isinstance(dist, Grid) and cfg.search.searcher == "optuna":
-            raise ConfigError(f"{source}: key 'space.{key}' is a grid, which the optuna searcher cannot run (use choice, or searcher: grid or random)")
-        if isinstance(dist, (Uniform, RandInt)) and cfg.search.searcher == "grid":
-            raise ConfigError(f"{source}: key 'space.{key}' is {dist.type}; the grid searcher needs grid, choice or fixed values")
+def _expand_distributions(data: Any, key: str) -> Any:
+    if isinstance(data, dict) and isinstance(data.get(key), dict):
+        data = {**data, key: {k: distribution_dict(v) for k, v in data[key].items()}}
+    return data
 
 
 def _resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -242,38 +163,83 @@ def _resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     return trainer
 
 
-def load_sweep_config(path: str | Path) -> SweepConfig:
-    """Read and fully validate a space file; every problem is a ConfigError naming the file and the key."""
+def _parse_distributions(data: dict[str, Any], source: str, problems: list[str]) -> None:
+    """Turn the YAML shorthand into tagged dicts in place; a malformed entry is a problem and is dropped."""
+    blocks = [("space", data.get("space"))]
+    if isinstance(data.get("scheduler"), dict):
+        blocks.append(("scheduler.mutations", data["scheduler"].get("mutations")))
+    for where, block in blocks:
+        if not isinstance(block, dict):
+            continue
+        for key, raw in list(block.items()):
+            try:
+                block[key] = distribution_dict(raw)
+            except ValueError as exc:
+                problems.append(f"{source}: key '{where}.{key}' = {raw!r}: {exc}")
+                del block[key]
+
+
+def _validate_shape(data: dict[str, Any], source: str, problems: list[str]) -> tuple[SweepConfig | None, set[str]]:
+    """Validate the file's structure; a section with errors is reported, then dropped, so later checks still run.
+
+    Returns the config (None if even that failed) and the top-level sections that were dropped (their
+    defaults are not what the user wrote, so checks about them are skipped).
+    """
+    dropped: set[str] = set()
+    for _ in range(len(SweepConfig.model_fields) + 1):
+        try:
+            return SweepConfig.model_validate(data), dropped
+        except ValidationError as exc:
+            problems.extend(_name_distribution_errors(describe_errors(exc, SweepConfig, source)).splitlines())
+            for err in exc.errors():
+                loc = err["loc"]
+                if not loc:
+                    return None, dropped
+                if loc[0] == "space" and len(loc) > 1 and isinstance(data.get("space"), dict):
+                    data["space"].pop(loc[1], None)
+                else:
+                    data.pop(loc[0], None)
+                    dropped.add(str(loc[0]))
+    return None, dropped
+
+
+def load_sweep_config(path: str | Path, cluster: dict[str, float] | None = None) -> SweepConfig:
+    """Read and fully validate a space file; every problem found is reported in one ConfigError.
+
+    ``cluster``: the resources trials can get (``{"CPU": 8, "GPU": 1}``), checked when given
+    (``sweep validate`` passes the cluster's or this machine's; ``sweep run`` checks the Ray it starts).
+    """
+    from sweep.checks import meaning_problems
+
     path = Path(path)
     data = read_yaml(path)
     source = str(path)
+    problems: list[str] = []
     if isinstance(data.get("trainer"), dict):
         data["trainer"] = _resolve_paths(data["trainer"], path.parent)
-    if isinstance(data.get("space"), dict):
-        for key, raw in data["space"].items():
-            try:
-                data["space"][key] = _distribution_dict(raw)
-            except ValueError as exc:
-                raise ConfigError(f"{source}: key 'space.{key}' = {raw!r}: {exc}") from None
-    try:
-        cfg = validate(SweepConfig, data, source)
-    except ConfigError as exc:
-        raise ConfigError(_name_distribution_errors(str(exc))) from None
-    validate(TrainerConfig, cfg.trainer, source, prefix="trainer.")
-    _check_space(cfg, source)
-    _check_points(cfg, source)
-    _check_search(cfg, source)
+    _parse_distributions(data, source, problems)
+    cfg, dropped = _validate_shape(data, source, problems)
+    if cfg is not None:
+        problems.extend(meaning_problems(cfg, source, dropped, cluster))
+    if problems:
+        lines = list(dict.fromkeys(problems))  # the same problem found twice is reported once
+        head = f"{source}: {len(lines)} problems\n" if len(lines) > 1 else ""
+        raise ConfigError(head + "\n".join(lines))
+    assert cfg is not None
     return cfg
 
 
 def _name_distribution_errors(message: str) -> str:
     """Pydantic names union members in its locations (``space.x.loguniform``); keep only the user's key."""
-    for name in ("uniform", "loguniform", "randint", "choice", "grid", "fixed"):
+    for name in (*DISTRIBUTIONS, "fixed", *SCHEDULERS):
         message = message.replace(f".{name}'", "'").replace(f".{name}.", ".")
     return message
 
 
 def sampled_trial_count(cfg: SweepConfig) -> int:
     """How many trials the sweep will start."""
-    expanded = (Grid, Choice) if cfg.search.searcher == "grid" else (Grid,)
-    return math.prod(len(d.values) for d in cfg.space.values() if type(d) in expanded) * cfg.search.num_samples
+    if cfg.search.searcher == "grid":
+        from sweep.space import grid_points
+
+        return len(cfg.search.points_to_evaluate) + len(grid_points(cfg)) * cfg.search.num_samples
+    return math.prod(len(d.values) for d in cfg.space.values() if type(d) is Grid and not d.when) * cfg.search.num_samples

@@ -1,29 +1,171 @@
-"""Turn validated space distributions into a Ray Tune param space (Optuna reads Tune's domains too)."""
+"""Turn validated space distributions into what each searcher reads.
+
+- optuna: a define-by-run function (``OptunaSpace``): unconditional keys first, then each conditional key
+  only when its ``when`` holds, so the study never sees a value that did not matter;
+- random: Tune domains, conditional keys through ``tune.sample_from``;
+- grid: every combination listed up front (``grid_points``), conditional keys expanded only where active;
+- PBT: the mutation block as Tune domains (numeric keys) and lists (choices, perturbed to a neighbour).
+
+Wherever a conditional key is inactive, the trial gets the base trainer's value, written in its config so
+the results say what ran. Imports Ray only inside the functions that build Tune objects.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+import random
 from typing import Any
 
-from sweep.config import Choice, Fixed, Grid, LogUniform, RandInt, SweepConfig, Uniform
+from sweep.config import Choice, Fixed, Grid, LogUniform, QUniform, RandInt, SweepConfig, Uniform
+
+
+def base_value(cfg: SweepConfig, key: str) -> Any:
+    """The base trainer's value at a dotted key: what a trial runs with when the key is not sampled."""
+    node: Any = cfg.base_trainer().model_dump(mode="json")
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def ordered(space: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Unconditional keys first, so a condition can always see the value it tests."""
+    return sorted(space.items(), key=lambda item: bool(item[1].when))
+
+
+def inactive_values(cfg: SweepConfig) -> dict[str, Any]:
+    return {key: base_value(cfg, key) for key, dist in cfg.space.items() if dist.when}
+
+
+def fixed_values(cfg: SweepConfig) -> dict[str, Any]:
+    return {key: dist.value for key, dist in cfg.space.items() if isinstance(dist, Fixed)}
+
+
+class OptunaSpace:
+    """Define-by-run space for Optuna (a class, not a closure, so Tune can pickle the searcher's state)."""
+
+    def __init__(self, space: dict[str, Any], inactive: dict[str, Any]):
+        self.space = dict(ordered(space))
+        self.inactive = inactive
+
+    def __call__(self, trial) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        constants: dict[str, Any] = {}
+        for key, dist in self.space.items():
+            if isinstance(dist, Fixed):
+                values[key] = constants[key] = dist.value
+            elif dist.active(values):
+                values[key] = suggest(trial, key, dist)
+            else:
+                constants[key] = self.inactive[key]
+        return constants
+
+
+def suggest(trial, key: str, dist: Any) -> Any:
+    """One Optuna suggestion for a distribution."""
+    if isinstance(dist, QUniform):
+        return trial.suggest_float(key, dist.low, dist.high, step=dist.q)
+    if isinstance(dist, Uniform):
+        return trial.suggest_float(key, dist.low, dist.high, log=isinstance(dist, LogUniform))
+    if isinstance(dist, RandInt):
+        return trial.suggest_int(key, dist.low, dist.high - 1)
+    assert isinstance(dist, Choice)
+    return trial.suggest_categorical(key, list(dist.values))
+
+
+def sample(dist: Any, rng: random.Random) -> Any:
+    """One random draw (the random searcher's conditional keys, which Tune's domains cannot express)."""
+    if isinstance(dist, QUniform):
+        return dist.low + dist.q * rng.randint(0, round((dist.high - dist.low) / dist.q))
+    if isinstance(dist, LogUniform):
+        return math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
+    if isinstance(dist, Uniform):
+        return rng.uniform(dist.low, dist.high)
+    if isinstance(dist, RandInt):
+        return rng.randrange(dist.low, dist.high)
+    assert isinstance(dist, Choice)
+    return rng.choice(list(dist.values))
+
+
+class ConditionalSample:
+    """``tune.sample_from`` body: sample the key when its condition holds in the trial's config, else the base value."""
+
+    def __init__(self, dist: Any, inactive: Any, seed: int):
+        self.dist = dist
+        self.inactive = inactive
+        self.rng = random.Random(seed)
+
+    def __call__(self, spec: Any) -> Any:
+        config = spec["config"]
+        values = {key: config[key] for key in self.dist.when}
+        return sample(self.dist, self.rng) if self.dist.active(values) else self.inactive
+
+
+def tune_domain(dist: Any, grid: bool = False) -> Any:
+    from ray import tune
+
+    if isinstance(dist, QUniform):
+        return tune.quniform(dist.low, dist.high, dist.q)
+    if isinstance(dist, LogUniform):
+        return tune.loguniform(dist.low, dist.high)
+    if isinstance(dist, Uniform):
+        return tune.uniform(dist.low, dist.high)
+    if isinstance(dist, RandInt):
+        return tune.randint(dist.low, dist.high)
+    if isinstance(dist, Grid) or (isinstance(dist, Choice) and grid):
+        return tune.grid_search(list(dist.values))
+    assert isinstance(dist, Choice)
+    return tune.choice(list(dist.values))
 
 
 def tune_param_space(cfg: SweepConfig) -> dict[str, Any]:
-    """Dotted key -> Tune domain. With the grid searcher, choices are expanded as grids."""
+    """Tune's param_space: fixed values always; Tune domains only for the random searcher.
+
+    Optuna samples from ``OptunaSpace`` and the grid searcher's trials are ``grid_points``, both given to
+    the searcher itself, so their param_space holds only the fixed values.
+    """
     from ray import tune
 
-    space: dict[str, Any] = {}
-    for key, dist in cfg.space.items():
-        if isinstance(dist, LogUniform):
-            space[key] = tune.loguniform(dist.low, dist.high)
-        elif isinstance(dist, Uniform):
-            space[key] = tune.uniform(dist.low, dist.high)
-        elif isinstance(dist, RandInt):
-            space[key] = tune.randint(dist.low, dist.high)
-        elif isinstance(dist, Grid) or (isinstance(dist, Choice) and cfg.search.searcher == "grid"):
-            space[key] = tune.grid_search(list(dist.values))
-        elif isinstance(dist, Choice):
-            space[key] = tune.choice(list(dist.values))
-        else:
-            assert isinstance(dist, Fixed)
-            space[key] = dist.value
+    space: dict[str, Any] = fixed_values(cfg)
+    if cfg.search.searcher == "grid":  # Tune wants every key a listed point sets to be in the space: placeholders
+        return {**{key: None for key in cfg.space}, **space}
+    if cfg.search.searcher != "random":
+        return space
+    inactive = inactive_values(cfg)
+    for i, (key, dist) in enumerate(cfg.space.items()):
+        if isinstance(dist, Fixed):
+            continue
+        space[key] = tune.sample_from(ConditionalSample(dist, inactive[key], cfg.search.seed + i)) if dist.when else tune_domain(dist)
     return space
+
+
+def grid_points(cfg: SweepConfig) -> list[dict[str, Any]]:
+    """Every combination of the grid searcher's choice/grid keys; a conditional key multiplies only where it is active."""
+    points: list[dict[str, Any]] = [{}]
+    for key, dist in ordered(cfg.space):
+        if isinstance(dist, Fixed):
+            continue
+        inactive = None if not dist.when else base_value(cfg, key)
+        points = [
+            {**point, key: value}
+            for point in points
+            for value in (dist.values if dist.active({**fixed_values(cfg), **point}) else [inactive])
+        ]
+    return points
+
+
+def pbt_mutations(cfg: SweepConfig) -> dict[str, Any]:
+    """PBT's ``hyperparam_mutations``: numeric keys as Tune domains (perturbed by 0.8/1.2 or resampled), choices as lists."""
+    mutations = getattr(cfg.scheduler, "mutations", {})
+    return {key: list(dist.values) if isinstance(dist, Choice) else tune_domain(dist) for key, dist in mutations.items()}
+
+
+def grid_search_points(cfg: SweepConfig) -> list[dict[str, Any]]:
+    """The grid searcher's trials in order: the user's starting points, then the grid ``num_samples`` times.
+
+    A key a starting point leaves out keeps the base trainer's value in that trial.
+    """
+    grid = grid_points(cfg)
+    defaults = {key: base_value(cfg, key) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)}
+    starts = [{**defaults, **point} for point in cfg.search.points_to_evaluate]
+    return [*starts, *itertools.chain.from_iterable(grid for _ in range(cfg.search.num_samples))]

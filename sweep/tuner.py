@@ -3,7 +3,10 @@
 Imported only when a sweep runs (it imports Ray and Optuna at module level); ``sweep validate`` never
 loads it.
 
-Leaves out (issue 6): PBT, median stopping, S3, W&B, resume.
+Searchers (``sweep/samplers.py``, ``sweep/space.py``), schedulers (``sweep/schedulers.py``) and logging
+(``sweep/loggers.py``, ``sweep/live.py``) each live in their own module; this one wires them together.
+
+Leaves out (issue 6): S3, resume.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 
 from sweep.config import SweepConfig
-from sweep.space import tune_param_space
+from sweep.loggers import logging_callbacks
+from sweep.samplers import make_sampler
+from sweep.schedulers import make_scheduler
+from sweep.space import OptunaSpace, grid_search_points, inactive_values, tune_param_space
 from sweep.stoppers import ZeroSignalStopper
 from sweep.trial import run_trial
 
@@ -67,26 +72,24 @@ class HonestOptunaSearch(OptunaSearch):
 
 def build_searcher(cfg: SweepConfig):
     if cfg.search.searcher == "optuna":
-        sampler = optuna.samplers.TPESampler(seed=cfg.search.seed, n_startup_trials=cfg.search.n_startup_trials)
         return HonestOptunaSearch(
+            space=OptunaSpace(cfg.space, inactive_values(cfg)),
+            metric=cfg.search.metric,
+            mode=cfg.search.mode,
             total_steps=cfg.base_trainer().total_steps,
-            sampler=sampler,
+            sampler=make_sampler(cfg.search),
             points_to_evaluate=cfg.search.points_to_evaluate or None,
             study_name=cfg.name,
             storage=optuna.storages.RDBStorage(f"sqlite:///{optuna_db(cfg)}"),
         )
+    if cfg.search.searcher == "grid":  # every combination listed up front: conditional keys multiply only where active
+        return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg))
     return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=cfg.search.points_to_evaluate or None)
 
 
-def build_scheduler(cfg: SweepConfig):
-    if cfg.scheduler.type == "asha":
-        return ASHAScheduler(
-            time_attr="training_iteration",
-            max_t=cfg.base_trainer().total_steps,
-            grace_period=cfg.scheduler.grace_period,
-            reduction_factor=cfg.scheduler.reduction_factor,
-        )
-    return FIFOScheduler()
+def trial_count(cfg: SweepConfig) -> int:
+    """Tune's num_samples: the grid searcher's trials are its listed points, each replacing one sample."""
+    return len(grid_search_points(cfg)) if cfg.search.searcher == "grid" else cfg.search.num_samples
 
 
 class TuneZeroSignalStopper(ZeroSignalStopper, Stopper):
@@ -110,14 +113,15 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             metric=cfg.search.metric,
             mode=cfg.search.mode,
             search_alg=build_searcher(cfg),
-            scheduler=build_scheduler(cfg),
-            num_samples=cfg.search.num_samples,
+            scheduler=make_scheduler(cfg),
+            num_samples=trial_count(cfg),
             max_concurrent_trials=cfg.max_concurrent_trials,
         ),
         run_config=tune.RunConfig(
             name=cfg.name,
             storage_path=str(storage_path(cfg)),
+            callbacks=logging_callbacks(cfg),
             stop=build_stopper(cfg),
-            verbose=1,
+            verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),
     )

@@ -57,7 +57,7 @@ def test_low_above_high(tmp_path):
 
 
 def test_unknown_distribution_lists_known(tmp_path):
-    _fails(tmp_path, GOOD.replace("loguniform:", "lognormal:"), "space.optim.lr", "uniform, loguniform, randint, choice, grid")
+    _fails(tmp_path, GOOD.replace("loguniform:", "lognormal:"), "space.optim.lr", "uniform, loguniform, quniform, randint, choice, grid")
 
 
 def test_unknown_searcher_lists_allowed(tmp_path):
@@ -129,3 +129,108 @@ def test_points_to_evaluate(tmp_path):
     assert _load(tmp_path, ok).search.points_to_evaluate == [{"optim.lr": 1e-3, "algorithm.kl_coef": 0.01}]
     _fails(tmp_path, ok.replace("algorithm.kl_coef: 0.01}", "algorithm.kl_coef: 0.5}"), "points_to_evaluate[0]", "kl_coef = 0.5 is outside")
     _fails(tmp_path, ok.replace("optim.lr: 1.0e-3,", "optim.weight_decay: 0.1,"), "points_to_evaluate[0]", "does not sweep")
+
+
+COND = GOOD.replace("  rollout.n_samples_per_prompt: 4\n", "  algorithm.kl_estimator: {choice: [k1, k3], when: {algorithm.kl_coef: {gt: 0}}}\n")
+
+
+def test_quniform(tmp_path):
+    cfg = _load(tmp_path, GOOD.replace("[1.0e-4, 1.0e-2]}", "[1.0e-4, 1.0e-2]}\n  algorithm.clip_eps_high: {quniform: [0.2, 0.3, 0.02]}"))
+    dist = cfg.space["algorithm.clip_eps_high"]
+    assert (dist.low, dist.high, dist.q) == (0.2, 0.3, 0.02) and dist.contains(0.24) and not dist.contains(0.25)
+    _fails(tmp_path, GOOD + "  algorithm.clip_eps_high: {quniform: [0.2, 0.3, 0.03]}\n", "space.algorithm.clip_eps_high", "whole number of steps")
+    _fails(tmp_path, GOOD + "  algorithm.clip_eps_high: {quniform: [0.2, 0.3]}\n", "quniform takes [low, high, q]")
+
+
+def test_conditional_key(tmp_path):
+    cfg = _load(tmp_path, COND)
+    dist = cfg.space["algorithm.kl_estimator"]
+    assert dist.active({"algorithm.kl_coef": 0.01}) and not dist.active({"algorithm.kl_coef": 0.0})
+    assert _load(tmp_path, COND.replace("{gt: 0}", "{in: [0.01]}")).space["algorithm.kl_estimator"].active({"algorithm.kl_coef": 0.01})
+    assert _load(tmp_path, COND.replace("{gt: 0}", "0.01")).space["algorithm.kl_estimator"].when["algorithm.kl_coef"].eq == 0.01
+
+
+def test_conditional_key_mistakes(tmp_path):
+    _fails(tmp_path, COND.replace("{gt: 0}", "{greater: 0}"), "space.algorithm.kl_estimator.when.algorithm.kl_coef.greater")
+    _fails(tmp_path, COND.replace("when: {algorithm.kl_coef:", "when: {optim.weight_decay:"), "when.optim.weight_decay", "does not sweep", "swept: optim.lr")
+    _fails(tmp_path, COND.replace("{gt: 0}", "{gt: 1}"), "holds for none of algorithm.kl_coef's values [0.0, 0.01]")
+    chained = COND + "  algorithm.entropy_coef: {choice: [0.0, 0.01], when: {algorithm.kl_estimator: k1}}\n"
+    _fails(tmp_path, chained, "when.algorithm.kl_estimator", "itself conditional")
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    text = (
+        "trainer: {total_steps: 3}\n"
+        "space:\n"
+        "  optim.lr: {loguniform: [1.0e-2, 1.0e-4]}\n"        # bad bounds (shape)
+        "  optim.lrr: {choice: [1, 2]}\n"                      # unknown key (meaning)
+        "  algorithm.kl_coef: {lognormal: [0, 1]}\n"           # unknown distribution
+        "  algorithm.kl_estimator: {choice: [k1], when: {algorithm.nope: 1}}\n"
+        "search: {metric: accuracy, sampler: cmaes}\n"
+        "scheduler: {type: median, grace_period: 9}\n"
+        "resources: {cpus_per_trial: 64}\n"
+        "logging: {wandb: {enabled: true, mode: online}}\n"
+    )
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path, cluster={"CPU": 2.0, "GPU": 0.0})
+    message = str(info.value)
+    for fragment in ("space.optim.lr' = ", "must be below high", "unknown trainer key 'space.optim.lrr'", "space.algorithm.kl_coef", "lognormal",
+                     "when.algorithm.nope", "search.metric", "cmaes", "scheduler.grace_period' = 9 exceeds", "resources.cpus_per_trial' = 64",
+                     "WANDB_API_KEY"):
+        assert fragment in message, (fragment, message)
+    assert message.startswith(f"{path}: ") and "problems" in message.splitlines()[0]
+
+
+def test_unknown_scheduler_lists_allowed(tmp_path):
+    _fails(tmp_path, GOOD + "scheduler: {type: hyperband}\n", "scheduler", "'asha', 'fifo', 'median', 'pbt'")
+
+
+def test_sampler_checks(tmp_path):
+    assert _load(tmp_path, GOOD + "search: {sampler: gp}\n").search.sampler == "gp"
+    _fails(tmp_path, GOOD + "search: {sampler: bayes}\n", "search.sampler", "'tpe', 'gp' or 'cmaes'")
+    _fails(tmp_path, GOOD + "search: {searcher: random, sampler: gp}\n", "search.sampler' applies to the optuna searcher only")
+    _fails(tmp_path, GOOD.replace("{loguniform: [1.0e-4, 1.0e-2]}", "0.001") + "search: {sampler: cmaes}\n", "cmaes", "numeric keys")
+    _fails(tmp_path, COND + "search: {sampler: cmaes}\n", "cmaes", "conditional keys algorithm.kl_estimator")
+    _fails(tmp_path, GOOD + "search: {sampler: gp, constant_liar: false}\n", "constant_liar' applies to the tpe sampler only")
+
+
+PBT = GOOD.replace("{total_steps: 3}", "{total_steps: 4, checkpoint: {interval: 1}}") + (
+    "search: {searcher: random}\n"
+    "scheduler:\n  type: pbt\n  perturbation_interval: 2\n  mutations:\n    optim.lr: {loguniform: [1.0e-5, 1.0e-2]}\n    algorithm.kl_coef: {choice: [0.0, 0.01]}\n"
+)
+
+
+def test_pbt(tmp_path):
+    cfg = _load(tmp_path, PBT)
+    assert cfg.scheduler.type == "pbt" and isinstance(cfg.scheduler.mutations["optim.lr"], LogUniform)
+    _fails(tmp_path, PBT.replace("searcher: random", "searcher: optuna"), "Tune refuses a search algorithm")
+    _fails(tmp_path, PBT.replace("interval: 1}", "interval: 0}"), "trainer.checkpoint.interval (now 0) must be > 0 and divide it")
+    _fails(tmp_path, PBT.replace("perturbation_interval: 2", "perturbation_interval: 3").replace("interval: 1}", "interval: 2}"), "divide it")
+    _fails(tmp_path, PBT.replace("optim.lr: {loguniform", "optim.lrr: {loguniform"), "unknown trainer key 'scheduler.mutations.optim.lrr'")
+    _fails(tmp_path, PBT.replace("optim.lr: {loguniform: [1.0e-5, 1.0e-2]}", "optim.lr: {loguniform: [1.0e-5, 1.0e-2], when: {optim.weight_decay: 0}}"), "without when")
+    _fails(tmp_path, PBT + "max_concurrent_trials: 1\n", "needs a population")
+
+
+def test_median(tmp_path):
+    assert _load(tmp_path, GOOD + "scheduler: {type: median, grace_period: 2, min_samples_required: 2}\n").scheduler.min_samples_required == 2
+    _fails(tmp_path, GOOD + "scheduler: {type: median, reduction_factor: 2}\n", "unknown key 'scheduler.reduction_factor'")
+
+
+def test_resources_beyond_the_cluster(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(GOOD + "resources: {cpus_per_trial: 4, gpus_per_trial: 1}\n")
+    load_sweep_config(path)  # without a cluster to compare with, nothing to check
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path, cluster={"CPU": 2.0, "GPU": 0.0})
+    assert "resources.cpus_per_trial' = 4" in str(info.value) and "resources.gpus_per_trial' = 1" in str(info.value)
+
+
+def test_a_saved_config_reloads_to_the_same(tmp_path):
+    from sweep.config import SweepConfig
+
+    cfg = _load(tmp_path, COND.replace("name: t", "name: t\nlogging: {wandb: {enabled: true}}"))
+    assert SweepConfig.model_validate_json(cfg.model_dump_json()) == cfg
+    pbt = _load(tmp_path, PBT)
+    assert SweepConfig.model_validate_json(pbt.model_dump_json()) == pbt

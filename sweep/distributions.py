@@ -1,0 +1,204 @@
+"""The space grammar: one YAML distribution per dotted trainer key, optionally conditional on another key.
+
+    optim.lr: {loguniform: [1.0e-5, 3.0e-3]}
+    algorithm.clip_eps_high: {quniform: [0.2, 0.3, 0.02]}
+    algorithm.kl_coef: {choice: [0.0, 0.01, 0.1]}
+    algorithm.kl_estimator: {choice: [k1, k3], when: {algorithm.kl_coef: {gt: 0}}}
+    rollout.n_samples_per_prompt: 4            # a fixed value
+
+A conditional key is sampled only in trials where its ``when`` holds; elsewhere it keeps the base trainer's
+value (it does not matter there, so a searcher should not spend trials on it). Pure data: no Ray, no Optuna.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_serializer, model_validator
+
+from grpo.configbase import StrictModel
+
+DISTRIBUTIONS = ("uniform", "loguniform", "quniform", "randint", "choice", "grid")
+OPERATORS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne}
+
+
+class Condition(StrictModel):
+    """One key's test, every given comparison must hold: ``{gt: 0}``, ``{ge: 1, le: 4}``, ``{in: [a, b]}``."""
+
+    gt: Any = None
+    ge: Any = None
+    lt: Any = None
+    le: Any = None
+    eq: Any = None
+    ne: Any = None
+    in_: list[Any] | None = Field(None, alias="in")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_value_means_eq(cls, data: Any) -> Any:
+        return data if isinstance(data, dict) else {"eq": data}
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Condition:
+        if not self.model_fields_set:
+            raise ValueError(f"a condition needs one of {', '.join([*OPERATORS, 'in'])}")
+        return self
+
+    @model_serializer(mode="plain")
+    def _only_what_was_written(self) -> dict[str, Any]:
+        """Dump as written (``{gt: 0}``), so a saved config reloads to the same condition."""
+        return {("in" if name == "in_" else name): getattr(self, name) for name in self.model_fields_set}
+
+    def holds(self, value: Any) -> bool:
+        tests = [OPERATORS[name](value, getattr(self, name)) for name in OPERATORS if name in self.model_fields_set]
+        if "in_" in self.model_fields_set:
+            tests.append(value in (self.in_ or []))
+        try:
+            return all(tests)
+        except TypeError:  # a comparison between incomparable types never holds
+            return False
+
+    def describe(self) -> str:
+        parts = [f"{name} {getattr(self, name)!r}" for name in OPERATORS if name in self.model_fields_set]
+        return " and ".join(parts + ([f"in {self.in_!r}"] if "in_" in self.model_fields_set else []))
+
+
+When = dict[str, Condition]
+
+
+class _Sampled(StrictModel):
+    when: When | None = Field(None, description="Sample this key only in trials where every condition holds.")
+
+    def active(self, values: dict[str, Any]) -> bool:
+        """Does ``when`` hold for a trial whose other swept keys have ``values``?"""
+        return all(key in values and cond.holds(values[key]) for key, cond in (self.when or {}).items())
+
+
+class Uniform(_Sampled):
+    type: Literal["uniform"] = "uniform"
+    low: float
+    high: float
+
+    def extremes(self) -> list[Any]:
+        """The bounds and a value between them that is not round (an int-only key refuses it)."""
+        return [self.low, self.high, self.low + (self.high - self.low) * 0.377]
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, int | float) and self.low <= value <= self.high
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class LogUniform(Uniform):
+    type: Literal["loguniform"] = "loguniform"  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _positive(self) -> LogUniform:
+        if self.low <= 0:
+            raise ValueError(f"low ({self.low}) must be > 0 for a log scale")
+        return self
+
+
+class QUniform(Uniform):
+    """Multiples of ``q`` from ``low`` to ``high`` (both included): ``{quniform: [0.2, 0.3, 0.02]}``."""
+
+    type: Literal["quniform"] = "quniform"  # type: ignore[assignment]
+    q: float = Field(gt=0)
+
+    def extremes(self) -> list[Any]:
+        return [self.low, self.high, self.low + self.q * round((self.high - self.low) * 0.377 / self.q)]
+
+    def contains(self, value: Any) -> bool:
+        return super().contains(value) and _is_multiple(value - self.low, self.q)
+
+    @model_validator(mode="after")
+    def _whole_steps(self) -> QUniform:
+        if not _is_multiple(self.high - self.low, self.q):
+            raise ValueError(f"high - low ({self.high - self.low:g}) must be a whole number of steps q ({self.q:g})")
+        return self
+
+
+def _is_multiple(span: float, q: float) -> bool:
+    steps = span / q
+    return math.isclose(steps, round(steps), abs_tol=1e-6)
+
+
+class RandInt(_Sampled):
+    """Integers ``low <= x < high``."""
+
+    type: Literal["randint"] = "randint"
+    low: int
+    high: int
+
+    def extremes(self) -> list[Any]:
+        return [self.low, self.high - 1]
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, int) and self.low <= value < self.high
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RandInt:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high}); high is exclusive")
+        return self
+
+
+class Choice(_Sampled):
+    type: Literal["choice"] = "choice"
+    values: list[Any] = Field(min_length=1)
+
+    def extremes(self) -> list[Any]:
+        return list(self.values)
+
+    def contains(self, value: Any) -> bool:
+        return value in self.values
+
+
+class Grid(Choice):
+    """Every value is tried (with the ``grid`` or ``random`` searcher)."""
+
+    type: Literal["grid"] = "grid"  # type: ignore[assignment]
+
+
+class Fixed(StrictModel):
+    type: Literal["fixed"] = "fixed"
+    value: Any
+    when: None = None  # a fixed value has nothing to sample
+
+    def extremes(self) -> list[Any]:
+        return [self.value]
+
+    def contains(self, value: Any) -> bool:
+        return value == self.value
+
+    def active(self, values: dict[str, Any]) -> bool:
+        return True
+
+
+Distribution = Annotated[Uniform | LogUniform | QUniform | RandInt | Choice | Grid | Fixed, Field(discriminator="type")]
+NUMERIC = (Uniform, RandInt)  # QUniform and LogUniform are Uniforms
+
+
+def distribution_dict(raw: Any) -> dict[str, Any]:
+    """``{loguniform: [a, b], when: {...}}`` -> ``{type: loguniform, low: a, high: b, when: {...}}``; a scalar is fixed."""
+    if not isinstance(raw, dict):
+        return {"type": "fixed", "value": raw}
+    if "type" in raw:
+        return raw
+    names = [k for k in raw if k != "when"]
+    if len(names) != 1 or names[0] not in DISTRIBUTIONS:
+        raise ValueError(f"a distribution is one of {{{', '.join(DISTRIBUTIONS)}}}: [...] (with an optional when: {{...}}) or a plain value, got {raw!r}")
+    name, args = names[0], raw[names[0]]
+    extra = {"when": raw["when"]} if "when" in raw else {}
+    if name in ("choice", "grid"):
+        return {"type": name, "values": args, **extra}
+    arity = 3 if name == "quniform" else 2
+    if not isinstance(args, list) or len(args) != arity:
+        raise ValueError(f"{name} takes [low, high{', q' if arity == 3 else ''}], got {args!r}")
+    return {"type": name, "low": args[0], "high": args[1], **({"q": args[2]} if arity == 3 else {}), **extra}

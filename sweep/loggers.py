@@ -1,0 +1,87 @@
+"""Where results go besides Tune's own ``result.json``/``progress.csv``: W&B, TensorBoard, the live table.
+
+W&B: one run per trial, grouped by the sweep's name, its config the trial's swept keys (never anything
+that looks like a secret; secrets live in the environment only). ``mode: offline`` needs no key and writes
+run files under ``{storage}/{name}/wandb`` for ``wandb sync`` later. TensorBoard: event files in each
+trial's folder (tensorboardX).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ray.air.integrations.wandb import WandbLoggerCallback
+from ray.tune import Callback
+from ray.tune.logger import TBXLoggerCallback
+
+from sweep.config import SweepConfig
+
+SECRET = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+
+
+class SweepWandb(WandbLoggerCallback):
+    """Ray's W&B callback, with offline mode that needs no key.
+
+    Ray checks for an API key in the driver unless ``WANDB_MODE`` is offline/disabled in the environment,
+    and ``mode=`` alone does not satisfy that check, so the mode is exported before the check runs.
+    """
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        mode = self.kwargs.get("mode")
+        if mode in ("offline", "disabled"):
+            os.environ["WANDB_MODE"] = mode
+        super().setup(*args, **kwargs)
+
+
+class NoTensorBoard(TBXLoggerCallback):
+    """Stands in for Tune's default TensorBoard logger (Tune adds one unless one is present) and writes nothing."""
+
+    def __init__(self) -> None:  # noqa: D107 - nothing to set up, and tensorboardX need not be imported
+        pass
+
+    def log_trial_start(self, trial) -> None:
+        pass
+
+    def log_trial_result(self, iteration: int, trial, result: dict) -> None:
+        pass
+
+    def log_trial_end(self, trial, failed: bool = False) -> None:
+        pass
+
+
+def wandb_dir(cfg: SweepConfig) -> Path:
+    """Local W&B run files: beside the sweep's results when they are local, else under the working directory."""
+    root = Path(cfg.storage).expanduser() if "://" not in cfg.storage else Path("wandb_runs")
+    path = (root / cfg.name).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def wandb_callback(cfg: SweepConfig) -> SweepWandb:
+    w = cfg.logging.wandb
+    swept = [*cfg.space, *getattr(cfg.scheduler, "mutations", {})]
+    return SweepWandb(
+        project=w.project,
+        group=cfg.name,
+        excludes=[key for key in swept if SECRET.search(key)],
+        log_config=False,
+        upload_checkpoints=False,
+        mode=w.mode,
+        dir=str(wandb_dir(cfg)),
+        **({"entity": w.entity} if w.entity else {}),
+    )
+
+
+def logging_callbacks(cfg: SweepConfig) -> list[Callback]:
+    """The callbacks the ``logging`` block asks for (Tune adds its CSV and JSON loggers itself)."""
+    from sweep.live import LiveProgress
+
+    callbacks: list[Callback] = [TBXLoggerCallback() if cfg.logging.tensorboard else NoTensorBoard()]
+    if cfg.logging.wandb.enabled:
+        callbacks.append(wandb_callback(cfg))
+    if cfg.logging.progress:
+        callbacks.append(LiveProgress(cfg.search.metric, cfg.base_trainer().total_steps, [*cfg.space, *getattr(cfg.scheduler, "mutations", {})]))
+    return callbacks

@@ -1,0 +1,78 @@
+"""Tune trial schedulers by name (``scheduler.type``), all counting time in GRPO steps (``training_iteration``).
+
+- ``fifo``: every trial runs to the end (or to a stop rule).
+- ``asha``: stops the weaker trials at rungs grace_period * reduction_factor**k (asynchronous: which
+  trials it stops depends on timing, not only on seeds).
+- ``median``: stops a trial whose best result so far is below the median of the other trials' running
+  averages at the same step, after ``grace_period`` steps.
+- ``pbt``: every ``perturbation_interval`` steps, a trial in the bottom quantile restarts from a top
+  trial's checkpoint (exploit) with the mutated keys perturbed or resampled (explore), kept inside their
+  distributions. Donor checkpoints must stay on disk: the run keeps every Tune checkpoint under PBT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, PopulationBasedTraining, TrialScheduler
+
+from sweep.config import Choice, QUniform, RandInt, SweepConfig, Uniform
+from sweep.space import pbt_mutations
+
+STEPS = "training_iteration"  # one report per GRPO step
+
+
+class KeepInBounds:
+    """PBT's explore multiplies values by 0.8 or 1.2 without looking at bounds: clamp them back (and onto q's grid)."""
+
+    def __init__(self, mutations: dict[str, Any]):
+        self.mutations = mutations
+
+    def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
+        for key, dist in self.mutations.items():
+            value = config.get(key)
+            if isinstance(dist, Choice) or not isinstance(value, int | float):
+                continue
+            if isinstance(dist, QUniform):
+                value = dist.low + dist.q * round((value - dist.low) / dist.q)
+            if isinstance(dist, RandInt):
+                config[key] = int(min(max(round(value), dist.low), dist.high - 1))
+            elif isinstance(dist, Uniform):
+                config[key] = min(max(value, dist.low), dist.high)
+        return config
+
+
+def _asha(cfg: SweepConfig) -> TrialScheduler:
+    s = cfg.scheduler
+    return ASHAScheduler(time_attr=STEPS, max_t=cfg.base_trainer().total_steps, grace_period=s.grace_period, reduction_factor=s.reduction_factor)
+
+
+def _fifo(cfg: SweepConfig) -> TrialScheduler:
+    return FIFOScheduler()
+
+
+def _median(cfg: SweepConfig) -> TrialScheduler:
+    s = cfg.scheduler
+    return MedianStoppingRule(time_attr=STEPS, grace_period=s.grace_period, min_samples_required=s.min_samples_required, hard_stop=True)
+
+
+def _pbt(cfg: SweepConfig) -> TrialScheduler:
+    s = cfg.scheduler
+    return PopulationBasedTraining(
+        time_attr=STEPS,
+        perturbation_interval=s.perturbation_interval,
+        hyperparam_mutations=pbt_mutations(cfg),
+        quantile_fraction=s.quantile_fraction,
+        resample_probability=s.resample_probability,
+        custom_explore_fn=KeepInBounds(s.mutations),
+    )
+
+
+SCHEDULERS: dict[str, Callable[[SweepConfig], TrialScheduler]] = {"asha": _asha, "fifo": _fifo, "median": _median, "pbt": _pbt}
+
+
+def make_scheduler(cfg: SweepConfig) -> TrialScheduler:
+    if cfg.scheduler.type not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {cfg.scheduler.type!r}; allowed: {', '.join(SCHEDULERS)}")
+    return SCHEDULERS[cfg.scheduler.type](cfg)
