@@ -3,7 +3,7 @@
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
-    python -m sweep envs check [tasks.jsonl] [--write kept.jsonl]     # replay reference solutions live
+    python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
     python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
 
 Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
@@ -98,16 +98,9 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _cmd_envs_check(args: argparse.Namespace) -> int:
-    from envs.check import check_tasks, render, write_kept
-    from envs.task import load_tasks
-    from grpo.config import DEFAULT_TASKS
+    from envs.check import main as check_main
 
-    report = check_tasks(load_tasks(args.tasks or DEFAULT_TASKS))
-    render(report)
-    if args.write:
-        write_kept(report, args.write)
-        print(f"wrote {len(report.kept())} passing tasks to {args.write}")
-    return 1 if any(report.failed.values()) else 0
+    return check_main(args.tasks, args.write)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
-    check_cmd.add_argument("tasks", type=Path, nargs="?", default=None, help="a JSONL task file (default: the shipped hotel tasks)")
+    check_cmd.add_argument("tasks", type=Path, nargs="*", help="JSONL task files (default: every shipped file in envs/data)")
     check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)
