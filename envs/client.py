@@ -1,11 +1,18 @@
-"""MCP streamable-HTTP client for environments: one session per episode, a per-trial concurrency cap.
+"""MCP streamable-HTTP client for environments: one session per episode, per-trial concurrency caps.
 
 ``async with EnvClient(url).episode(task) as session``: seeds the episode's state on the server, opens an
 MCP session carrying the episode id, lists the tools; ``session.call_tool`` returns the result text the
 agent sees; ``session.score()`` reads the final state and runs the task's verifier.
-Failures of the environment itself (unreachable, timeout) raise ``EnvError``; a tool that reports an
-error is a normal result with ``is_error=True``. Opening an episode is retried with exponential backoff
-and jitter, and so is an empty tool list; tool calls are not (they are not idempotent).
+
+Failures of the environment itself raise ``EnvError`` (``VerifierError`` for untrusted verifier code),
+whatever shape the SDK gives them: ``CancelledError`` from its task group when the server dies (a
+BaseException), ``ExceptionGroup[ConnectError]`` on leaving the session, ``MCPError`` on a timeout. A tool
+that reports an error is a normal result with ``is_error=True``. Opening an episode is retried with
+exponential backoff and full jitter on connection errors, 5xx/429 and an empty tool list (seen in
+production under load); a 4xx is not retried, and neither are tool calls (they are not idempotent, and
+a dead server took the episode's state with it). ``max_concurrent`` caps in-flight requests;
+``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
+must not count the ones in ``waiting``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from envs.local.server import EPISODE_HEADER
 from envs.task import Task
 from envs.verify import score_async
 
-__all__ = ["EnvClient", "EnvError", "EpisodeSession", "ToolResult", "ToolSpec", "VerifierError", "is_env_failure"]
+__all__ = ["ClientStats", "EnvClient", "EnvError", "EpisodeSession", "ToolResult", "ToolSpec", "VerifierError", "is_env_failure"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,16 @@ class ToolResult:
     is_error: bool
 
 
+@dataclass
+class ClientStats:
+    """What a client went through (for metrics and tests)."""
+
+    opened: int = 0
+    open_retries: int = 0
+    env_errors: int = 0
+    tool_calls: int = 0
+
+
 class EpisodeSession:
     """One episode's open MCP session and its seeded start state."""
 
@@ -47,6 +64,7 @@ class EpisodeSession:
         self._client = client
         self._mcp = mcp
         self._admin = admin
+        self._tool_names = {t.name for t in tools}
         self.episode_id = episode_id
         self.task = task
         self.start_state = start
@@ -54,13 +72,18 @@ class EpisodeSession:
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Call a tool; an unknown tool name is the agent's error, a transport failure is an EnvError."""
-        if name not in {t.name for t in self.tools}:
+        if name not in self._tool_names:
             return ToolResult(f"error: unknown tool {name}", True)
+        self._client.stats.tool_calls += 1
         try:
             async with self._client.limit:
                 result = await self._mcp.call_tool(name, arguments, read_timeout_seconds=self._client.call_timeout_s)
+        except asyncio.CancelledError as exc:
+            if not is_sdk_cancellation(exc):
+                raise  # our own task is being cancelled: let it be
+            raise EnvError(f"tool call {name}: the session's connection failed (server gone?)") from exc
         except Exception as exc:  # transport and timeout errors of every shape the SDK raises
-            raise EnvError(f"tool call {name} failed: {type(exc).__name__}: {exc}") from exc
+            raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
         text = "".join(getattr(block, "text", "") for block in result.content)
         return ToolResult(text, bool(result.is_error))
 
@@ -76,29 +99,88 @@ class EpisodeSession:
 
 
 class EnvClient:
-    """Client for one environment server; ``max_concurrent`` caps in-flight requests of this client."""
+    """Client for one environment server, shared by a trial's concurrent episodes (one event loop)."""
 
-    def __init__(self, base_url: str, max_concurrent: int = 32, call_timeout_s: float = 10.0, open_attempts: int = 3, backoff_s: float = 0.2):
+    def __init__(
+        self,
+        base_url: str,
+        max_concurrent: int = 32,
+        call_timeout_s: float = 10.0,
+        open_attempts: int = 3,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+        max_sessions: int | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.call_timeout_s = call_timeout_s
         self.open_attempts = open_attempts
         self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
         self.limit = asyncio.Semaphore(max_concurrent)
+        self.sessions = asyncio.Semaphore(max_sessions) if max_sessions else None
+        self.waiting = 0  # episodes queued for a session slot
+        self.stats = ClientStats()
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds before retry ``attempt + 1``: base·2^attempt, times a jitter factor in [1, 2), capped."""
+        return min(self.max_backoff_s, self.backoff_s * 2**attempt * (1 + random.random()))
 
     @asynccontextmanager
     async def episode(self, task: Task) -> AsyncIterator[EpisodeSession]:
-        """Open an episode (retrying connection failures with backoff), yield it, always close and free it."""
+        """Open an episode (retrying with backoff), yield it, always close and free it.
+
+        Every environment failure, during the episode or while closing it, leaves as ``EnvError``.
+        """
         episode_id = uuid.uuid4().hex
-        async with AsyncExitStack() as stack:
-            session = await self._open_with_retries(stack, task, episode_id)
+        finished, body_error = False, None
+        async with self._session_slot():
             try:
-                yield session
-            except Exception as exc:
-                if isinstance(exc, EnvError) or not is_env_failure(exc):
-                    raise  # already says what failed, or the caller's own error, not the environment's
-                raise EnvError(f"episode {episode_id}: {describe(exc)}") from exc
-            finally:
-                await _close_quietly(stack, session)
+                async with AsyncExitStack() as stack:  # closes the MCP session, then frees the state on the server
+                    session = await self._open_with_retries(stack, task, episode_id)
+                    try:
+                        yield session
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finished = True
+            except BaseException as exc:
+                error = self._outcome(body_error or exc, exc, episode_id)
+                if finished and isinstance(error, EnvError):
+                    return  # the episode is done; only closing a dead connection failed
+                if isinstance(error, EnvError):
+                    self.stats.env_errors += 1
+                raise error from (None if error is exc or error is body_error else exc)
+
+    def _outcome(self, cause: BaseException, raised: BaseException, episode_id: str) -> BaseException:
+        """What leaves ``episode``: an EnvError for environment failures; the caller's own exception (a bug, a
+        real cancellation) as the caller raised it, not wrapped in the SDK's ExceptionGroup."""
+        if isinstance(cause, EnvError):
+            return cause
+        if isinstance(raised, BaseExceptionGroup):  # the SDK's task group wraps what the episode raised
+            inner = _first_env_error(raised)
+            if inner is not None and is_env_failure(raised):
+                return inner
+        for candidate in (cause, raised):
+            if isinstance(candidate, asyncio.CancelledError) and is_sdk_cancellation(candidate):
+                return EnvError(f"episode {episode_id} on {self.base_url}: the connection failed ({describe(raised)})")
+            if isinstance(candidate, Exception) and is_env_failure(candidate):
+                return EnvError(f"episode {episode_id} on {self.base_url}: {describe(candidate)}")
+        return cause
+
+    @asynccontextmanager
+    async def _session_slot(self) -> AsyncIterator[None]:
+        if self.sessions is None:
+            yield
+            return
+        self.waiting += 1
+        try:
+            await self.sessions.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            self.sessions.release()
 
     async def _open_with_retries(self, stack: AsyncExitStack, task: Task, episode_id: str) -> EpisodeSession:
         for attempt in range(self.open_attempts):
@@ -106,14 +188,17 @@ class EnvClient:
             try:
                 session = await self._open(attempt_stack, task, episode_id)
                 stack.push_async_exit(attempt_stack)
+                self.stats.opened += 1
                 return session
             except Exception as exc:
                 await _aclose_ignoring(attempt_stack)
                 if not is_env_failure(exc):
                     raise  # a bug, not the environment: never disguised as an env_error
-                if attempt + 1 == self.open_attempts:
-                    raise EnvError(f"opening episode {episode_id} on {self.base_url} failed after {attempt + 1} tries: {describe(exc)}") from exc
-                await asyncio.sleep(self.backoff_s * 2**attempt * (1 + random.random()))
+                if not is_transient(exc) or attempt + 1 == self.open_attempts:
+                    tries = f"after {attempt + 1} tries" if attempt else "(not retried)" if not is_transient(exc) else ""
+                    raise EnvError(f"opening episode {episode_id} on {self.base_url} failed {tries}: {describe(exc)}") from exc
+            self.stats.open_retries += 1
+            await asyncio.sleep(self.backoff(attempt))
         raise AssertionError("unreachable")
 
     async def _open(self, stack: AsyncExitStack, task: Task, episode_id: str) -> EpisodeSession:
@@ -128,6 +213,7 @@ class EnvClient:
             seeded = await admin.post("/episodes", json=body)
         seeded.raise_for_status()
         start = copy.deepcopy(seeded.json()["state"])
+        stack.push_async_callback(_delete_quietly, admin, episode_id)  # from here on the server holds state for us
         http = await stack.enter_async_context(httpx2.AsyncClient(headers={EPISODE_HEADER: episode_id}, timeout=timeout))
         transport = streamable_http_client(f"{self.base_url}/mcp", http_client=http)
         mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.call_timeout_s))
@@ -139,6 +225,31 @@ class EnvClient:
         return EpisodeSession(self, mcp, admin, episode_id, task, start, tools)
 
 
+def is_sdk_cancellation(exc: BaseException) -> bool:
+    """A CancelledError the SDK's anyio task group raised into our task because its connection failed.
+
+    anyio marks its cancellations with this message and tells them apart the same way
+    (``anyio._backends._asyncio.is_anyio_cancellation``); a cancellation of our own task has no such message.
+    """
+    while isinstance(exc, asyncio.CancelledError):
+        if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith("Cancelled via cancel scope "):
+            return True
+        exc = exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def _first_env_error(exc: BaseException) -> EnvError | None:
+    """The first EnvError inside a group (keeps a VerifierError's outcome when the SDK wrapped it)."""
+    if isinstance(exc, EnvError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_env_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def is_env_failure(exc: BaseException) -> bool:
     """Transport errors, timeouts and protocol errors, alone or grouped (as the SDK's task groups raise them)."""
     import httpx2
@@ -147,6 +258,18 @@ def is_env_failure(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(is_env_failure(e) or isinstance(e, asyncio.CancelledError) for e in exc.exceptions)
     return isinstance(exc, (EnvError, httpx2.TransportError, httpx2.HTTPStatusError, MCPError, OSError, TimeoutError))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: anything but an HTTP 4xx other than 429 (a wrong URL or a rejected seed stays wrong)."""
+    import httpx2
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_transient(e) for e in exc.exceptions)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return True
 
 
 def describe(exc: BaseException) -> str:
@@ -164,10 +287,10 @@ async def _aclose_ignoring(stack: AsyncExitStack) -> None:
             raise
 
 
-async def _close_quietly(stack: AsyncExitStack, session: EpisodeSession) -> None:
-    """Free the episode's state on the server, then close the MCP session; failures here cost nothing."""
+async def _delete_quietly(admin: Any, episode_id: str) -> None:
+    """Free the episode's state on the server; failing here costs nothing (a dead server freed it)."""
     try:
-        await session._admin.delete(f"/episodes/{session.episode_id}")
+        await admin.delete(f"/episodes/{episode_id}")
     except Exception:
         pass
-    await _aclose_ignoring(stack)
+

@@ -1,4 +1,4 @@
-"""Start a local app's MCP server as a child process, wait until it listens, and always stop it."""
+"""Start local apps' MCP servers as child processes (one, or a trial's pool), wait until they listen, always stop them."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ class LocalEnvServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> LocalEnvServer:
+        return self.launch().wait_ready()
+
+    def launch(self) -> LocalEnvServer:
+        """Start the process without waiting for it (a pool starts all its servers, then waits)."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "envs.local.server", "--app", self.env_key, "--parent-pid", str(os.getpid())],
@@ -34,6 +38,9 @@ class LocalEnvServer:
             text=True,
             env=env,
         )
+        return self
+
+    def wait_ready(self) -> LocalEnvServer:
         self.port = self._read_port()
         return self
 
@@ -45,8 +52,13 @@ class LocalEnvServer:
         reader.join(self.ready_timeout_s)
         line = found[0] if found else ""
         if not line.startswith("READY "):
+            try:  # stdout closed: it is exiting, so its status is a moment away
+                status = self.process.wait(5) if line == "" and found else self.process.poll()
+            except subprocess.TimeoutExpired:
+                status = None
             self.stop()
-            raise RuntimeError(f"env server {self.env_key!r} did not start within {self.ready_timeout_s:.0f}s")
+            why = f"exited with status {status} (its error is above)" if status is not None else f"did not start within {self.ready_timeout_s:.0f}s"
+            raise RuntimeError(f"env server {self.env_key!r} {why}")
         return int(line.split()[1])
 
     def stop(self) -> None:
@@ -66,6 +78,30 @@ class LocalEnvServer:
 
     def __enter__(self) -> LocalEnvServer:
         return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EnvServerPool:
+    """``with EnvServerPool(["hotel", ...]) as urls:`` — a trial's servers, one per env_key, started in
+    parallel and always stopped (each also exits by itself if the trial process dies)."""
+
+    def __init__(self, env_keys: list[str], ready_timeout_s: float = READY_TIMEOUT_S):
+        self.servers = {key: LocalEnvServer(key, ready_timeout_s) for key in dict.fromkeys(env_keys)}
+
+    def __enter__(self) -> dict[str, str]:
+        try:
+            for server in self.servers.values():
+                server.launch()
+            return {key: server.wait_ready().base_url for key, server in self.servers.items()}
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -38,15 +39,19 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
     params = list(signature.parameters.values())[1:]
 
     @functools.wraps(fn)
-    def tool(*args: Any, **kwargs: Any) -> str:
+    async def tool(*args: Any, **kwargs: Any) -> str:
+        # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
         ctx: Context = kwargs.pop("ctx")
         episode_id = (ctx.headers or {}).get(EPISODE_HEADER)
         if episode_id not in episodes:
             raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
         try:
-            return json.dumps(fn(episodes[episode_id], *args, **kwargs), separators=(", ", ": "))
+            result = fn(episodes[episode_id], *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
         except app.AppError as exc:
             raise ToolError(str(exc)) from None
+        return json.dumps(result, separators=(", ", ": "))
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     tool.__signature__ = signature.replace(parameters=[*params, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
@@ -61,6 +66,7 @@ def build_app(app: ModuleType):
     from starlette.responses import JSONResponse, Response
 
     episodes: dict[str, dict[str, Any]] = {}
+    peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
     server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
     for name, fn in app.TOOLS.items():
         server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
@@ -70,6 +76,7 @@ def build_app(app: ModuleType):
         body = await request.json()
         episode_id = str(body["episode_id"])
         episodes[episode_id] = app.initial_state(body.get("env_variables", {}), body.get("initial_state", {}))
+        peak[0] = max(peak[0], len(episodes))
         return JSONResponse({"episode_id": episode_id, "state": episodes[episode_id]})
 
     @server.custom_route("/episodes/{episode_id}", methods=["GET", "DELETE"])
@@ -82,7 +89,7 @@ def build_app(app: ModuleType):
 
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> Response:
-        return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes)})
+        return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes), "peak_episodes": peak[0]})
 
     return server.streamable_http_app(json_response=True)
 
@@ -96,19 +103,30 @@ def _listen_socket() -> socket.socket:
     return sock
 
 
+def _parent_alive(parent_pid: int, direct: bool) -> bool:
+    """Our launcher is alive. A direct parent is exact: once it dies we are re-parented, zombie or not."""
+    if direct:
+        return os.getppid() == parent_pid
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{parent_pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 def _exit_with_parent(parent_pid: int) -> None:
-    def alive() -> bool:
-        try:
-            os.kill(parent_pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return os.getppid() != 1 or parent_pid == 1
+    """Exit within ~0.2 s of the launcher's death, however it died (SIGKILL included): no orphan servers."""
+    direct = os.getppid() == parent_pid
 
     def watch() -> None:
-        while alive():
-            time.sleep(0.5)
+        while _parent_alive(parent_pid, direct):
+            time.sleep(0.2)
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -120,14 +138,15 @@ def main(argv: list[str] | None = None) -> None:
     from envs.local import get_app
 
     parser = argparse.ArgumentParser(description="Serve a local tool-use app over MCP on 127.0.0.1.")
-    parser.add_argument("--app", required=True, help="env_key of the app to serve")
+    parser.add_argument("--app", required=True, help="env_key of the app to serve, or a module path (tests' fault apps)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (default: the parent)")
     args = parser.parse_args(argv)
-    app = get_app(args.app)
+    app = importlib.import_module(args.app) if "." in args.app else get_app(args.app)
     _exit_with_parent(args.parent_pid or os.getppid())
     sock = _listen_socket()
     print(f"READY {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(build_app(app), log_level="warning", access_log=False)
+    # state is in memory only: on stop, waiting long for in-flight calls buys nothing
+    config = uvicorn.Config(build_app(app), log_level="warning", access_log=False, timeout_graceful_shutdown=1)
     uvicorn.Server(config).run(sockets=[sock])
     sys.exit(0)
 
