@@ -23,6 +23,7 @@ from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 
 from sweep.config import SweepConfig
 from sweep.loggers import logging_callbacks
+from sweep.notify import notifiers
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
 from sweep.space import OptunaSpace, grid_search_points, inactive_values, tune_param_space
@@ -120,7 +121,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
         run_config=tune.RunConfig(
             name=cfg.name,
             storage_path=str(storage_path(cfg)),
-            callbacks=logging_callbacks(cfg),
+            callbacks=[*logging_callbacks(cfg), *notifiers(cfg)],
             stop=build_stopper(cfg),
             verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),
