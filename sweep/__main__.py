@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     from sweep.report.cli import add_report_command  # the report's flags live beside it
 
     add_report_command(commands)
+    from envs.split import add_data_command  # python -m sweep data split
+
+    add_data_command(commands)
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
