@@ -144,8 +144,10 @@ def _merge_by_author(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
 
 def _review_by_title(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     repo, world = _setup(rng, ev)
-    pull = rng.choice(world["pulls"])
-    reviewer = rng.choice([u for u in github.REPOS_BY_NAME[repo]["collaborators"] if u != pull["author"]])
+    candidates = {p["number"]: [u for u in github.REPOS_BY_NAME[repo]["collaborators"] if u not in (p["author"], ev["LOGGED_IN_USER"])]
+                  for p in world["pulls"]}
+    pull = rng.choice([p for p in world["pulls"] if candidates[p["number"]]])
+    reviewer = rng.choice(candidates[pull["number"]])
     return {
         "prompt": f'Ask {reviewer} to review the pull request "{pull["title"]}" in {repo}.',
         "initial_state": world,

@@ -21,6 +21,10 @@ SHOWS = ["Neon Harbor", "Velvet Tides", "Paper Moons", "Gold Rivers", "Static Bl
 CITIES = ["Chicago", "Austin", "Denver", "Boston", "Seattle"]
 
 
+def _tickets(quantity: int) -> str:
+    return f"{quantity} ticket{'s' if quantity != 1 else ''}"
+
+
 def _changes(created: dict[str, list] | None = None, updated: dict[str, dict] | None = None) -> dict[str, Any]:
     return {"type": "changes", "created": created or {}, "updated": updated or {}}
 
@@ -63,9 +67,9 @@ def _event_of(world: dict[str, Any], order: dict[str, Any]) -> dict[str, Any]:
 def _buy_id(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     world = _world(rng, ev)
     event, quantity = rng.choice(world["events"][:-1]), rng.randint(1, 6)
-    prompt = rng.choice(["Buy {q} tickets for event {e}.", "Get me {q} seats for event {e}."])
+    prompt = rng.choice(["Buy {q} for event {e}.", "Get me {q} for event {e}."])
     return {
-        "prompt": prompt.format(q=quantity, e=event["event_id"]),
+        "prompt": prompt.format(q=_tickets(quantity), e=event["event_id"]),
         "initial_state": world,
         "solution": [step("buy_tickets", event_id=event["event_id"], quantity=quantity)],
         "verifier": _changes(created=_bought(world, event, quantity, ev["LOGGED_IN_USER"]), updated={"events": _seats(event, -quantity)}),
@@ -99,7 +103,7 @@ def _buy_by_name(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     world = _world(rng, ev)
     event, quantity = rng.choice(world["events"][:-1]), rng.randint(1, 6)
     return {
-        "prompt": f"Buy {quantity} tickets for {event['name']} in {event['city']}.",
+        "prompt": f"Buy {_tickets(quantity)} for {event['name']} in {event['city']}.",
         "initial_state": world,
         "solution": [step("search_events", city=event["city"], query=event["name"]),
                      step("buy_tickets", event_id=event["event_id"], quantity=quantity)],
@@ -115,7 +119,7 @@ def _buy_cheapest(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
         e["price"] += 5 * k  # distinct prices: one cheapest
     event, quantity = min(upcoming, key=lambda e: e["price"]), rng.randint(1, 4)
     return {
-        "prompt": f"Buy {quantity} tickets for the cheapest upcoming show in {city}.",
+        "prompt": f"Buy {_tickets(quantity)} for the cheapest upcoming show in {city}.",
         "initial_state": world,
         "solution": [step("search_events", city=city), step("buy_tickets", event_id=event["event_id"], quantity=quantity)],
         "verifier": _changes(created=_bought(world, event, quantity, ev["LOGGED_IN_USER"]), updated={"events": _seats(event, -quantity)}),
@@ -150,7 +154,7 @@ def _buy_and_give(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     event, quantity, friend = rng.choice(world["events"][:-1]), rng.randint(1, 4), rng.choice(taskkit.others(ev))
     new_order = max(o["order_id"] for o in world["orders"]) + 1
     return {
-        "prompt": f"Buy {quantity} tickets for {event['name']} in {event['city']} and transfer them to {friend}.",
+        "prompt": f"Buy {_tickets(quantity)} for {event['name']} in {event['city']} and transfer the order to {friend}.",
         "initial_state": world,
         "solution": [
             step("search_events", city=event["city"], query=event["name"]),

@@ -324,3 +324,14 @@ def test_a_task_key_in_two_files_names_both(tmp_path):
     second.write_text(line + "\n")
     with pytest.raises(ConfigError, match=f"{second}: key 'task_key' = .* is also in {first}"):
         load_task_files([first, second])
+
+
+@pytest.mark.parametrize("env_key", NEW_APPS)
+def test_generators_work_for_other_seeds(env_key):
+    """Warm-start augmentation (``generated_tasks``) asks for other seeds; each must build, checked, and differ."""
+    from envs.local import generated_tasks
+
+    shipped = [json.loads(line) for line in (shipped_task_files()[0].parent / f"{env_key}.jsonl").read_text().splitlines()]
+    tasks = [t for seed in (1, 2, 7) for t in generated_tasks(env_key, seed)]
+    assert len(tasks) == 3 * len(shipped)
+    assert sum(t.prompt not in {r["prompt"] for r in shipped} for t in tasks) > len(tasks) // 2
