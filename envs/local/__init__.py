@@ -1,4 +1,8 @@
-"""Local tool-use apps, each a module with ENV_KEY, ENV_VERSION, initial_state, TOOLS and verify."""
+"""Local tool-use apps, each a module with ENV_KEY, ENV_VERSION, AppError, initial_state, TOOLS, verify and replay.
+
+Apps: hotel (booking), github (code hosting), outlook (email and calendar), ticketmaster (ticket sales),
+zillow (real-estate listings). Each has a task generator ``<app>_tasks`` writing ``envs/data/<app>.jsonl``.
+"""
 
 from __future__ import annotations
 
