@@ -12,8 +12,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 Series = list[tuple[int, float]]
+STYLES = ("-", "--", ":", "-.")
+POINTS = ("o", "s", "^", "D", "v", "x")
 MARKERS = {"finished": "o", "ASHA": "v", "zero signal": "x", "error": "s"}
 
 
@@ -26,11 +29,13 @@ def learning_curves(panels: dict[str, dict[str, Series]], path: Path) -> Path:
         for i, trial in enumerate(trials):
             points = per_trial.get(trial, [])
             if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=colors[i % len(colors)], label=trial)
+                style = dict(color=colors[i % len(colors)], linestyle=STYLES[i % len(STYLES)], marker=POINTS[i % len(POINTS)], alpha=0.85)
+                ax.plot([p[0] for p in points], [p[1] for p in points], label=trial, **style)  # styles tell equal curves apart
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     for ax in axes[-1]:
         ax.set_xlabel("GRPO step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if not handles:
         handles, labels = next((a.get_legend_handles_labels() for a in axes.flat if a.get_legend_handles_labels()[0]), ([], []))
