@@ -1,6 +1,7 @@
-"""``python -m sweep``: run, validate, train, forecast, envs check.
+"""``python -m sweep``: run, resume, validate, train, forecast, envs check.
 
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
+    python -m sweep resume sweep_results/demo_cpu             # continue a sweep whose driver died (or s3://...)
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
     python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
@@ -54,7 +55,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data["search"]["num_samples"] = args.num_samples
     from sweep.run import run_sweep
 
-    return run_sweep(validate(SweepConfig, data, f"{args.space} (with command-line overrides)"))
+    return run_sweep(validate(SweepConfig, data, f"{args.space} (with command-line overrides)"), fresh=args.fresh, space=str(args.space))
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from sweep.run import resume_sweep
+
+    return resume_sweep(args.path)
 
 
 def _parse_set(items: list[str]) -> dict[str, object]:
@@ -110,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("space", type=Path)
     run.add_argument("--storage", help="results directory (overrides the file's storage)")
     run.add_argument("--num-samples", type=int, help="trials to run (overrides search.num_samples)")
+    run.add_argument("--fresh", action="store_true", help="delete an existing sweep of the same name and start over")
     run.set_defaults(func=_cmd_run)
+    resume = commands.add_parser("resume", help="continue a sweep whose driver died (its directory or s3:// URI)")
+    resume.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
+    resume.set_defaults(func=_cmd_resume)
     check = commands.add_parser("validate", help="check a space file without running it")
     check.add_argument("space", type=Path)
     check.set_defaults(func=_cmd_validate)

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep.results import trial_history
 from sweep.stoppers import VARIANCE, no_signal
+from sweep.storage import Storage
 
 
 @dataclass
@@ -28,8 +30,11 @@ def _num(value: Any) -> float | None:
 
 
 def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str], zero_signal: tuple[float, int] | None = None) -> TrialRow:
-    """Summarise one Tune ``Result``."""
-    frame = result.metrics_dataframe
+    """Summarise one Tune ``Result`` from its history, one row per step (a resumed trial's redone steps count once)."""
+    import pandas as pd
+
+    history = trial_history(result.path, result.filesystem) if result.path else []
+    frame = pd.DataFrame(history) if history else result.metrics_dataframe
     config = {k: result.config.get(k) for k in keys}
     name = str(result.metrics.get("trial_id") or (Path(result.path).name if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
@@ -85,6 +90,6 @@ def render(rows: list[TrialRow], metric: str, console=None) -> None:
     console.print(table)
 
 
-def save(rows: list[TrialRow], path: Path) -> Path:
-    path.write_text(json.dumps([asdict(r) for r in rows], indent=2, default=str))
-    return path
+def save(rows: list[TrialRow], store: Storage, name: str) -> str:
+    """Write ``{storage}/{name}/leaderboard.json`` (local or S3); returns where."""
+    return store.write_text(json.dumps([asdict(r) for r in rows], indent=2, default=str), name, "leaderboard.json")

@@ -1,4 +1,4 @@
-"""Run a validated sweep on a local Ray: build the base policy once, check resources, fit, leaderboard.
+"""Run (or resume) a validated sweep on a local Ray: build the base policy once, check resources, fit, leaderboard.
 
 Imports Ray and Tune only when called, so the CLI module stays light.
 """
@@ -9,37 +9,98 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from grpo.configbase import ConfigError
 from sweep.config import SweepConfig
+from sweep.storage import Storage, open_storage
 
 
-def run_sweep(cfg: SweepConfig) -> int:
-    """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed."""
+def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE") -> int:
+    """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed.
+
+    A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
+    """
+    from sweep.resume import save_config, start_fresh
+
+    store = open_storage(cfg.storage)
+    cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
+    start_fresh(store, cfg.name, fresh, space)
+    prepare_environment()
+    prepare_base_policy(cfg)
+    save_config(store, cfg)
+    from sweep.tuner import build_tuner
+
+    return _fit_and_report(cfg, store, lambda: build_tuner(cfg))
+
+
+def resume_sweep(uri: str) -> int:
+    """Continue a sweep whose driver died, from its directory or ``s3://`` URI alone (any machine).
+
+    Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
+    """
+    from sweep.results import keep_before_resume
+    from sweep.resume import experiment_uri, load_config
+    from sweep.storage import pull_study, split_experiment
+
+    storage_uri, name = split_experiment(uri)
+    store = open_storage(storage_uri)
+    cfg = load_config(store, name)
+    prepare_environment()
+    prepare_base_policy(cfg)
+    pull_study(store, name)  # before the restore unpickles the searcher, which opens the study
+    keep_before_resume(store.fs, store.path(name))  # Tune's restore starts each result.json afresh
+    print(f"resuming {experiment_uri(store.uri, name)}", flush=True)
+
+    def restore():
+        from ray import tune
+
+        from sweep.tuner import build_trainable
+
+        return tune.Tuner.restore(
+            store.path(name),
+            build_trainable(cfg),
+            resume_unfinished=True,
+            resume_errored=True,
+            storage_filesystem=None if store.is_local else store.fs,
+        )
+
+    return _fit_and_report(cfg, store, restore)
+
+
+def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any]) -> int:
     import ray
 
     from sweep import leaderboard
-    from sweep.tuner import build_tuner, storage_path
+    from sweep.storage import push_study
+
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        check_resources(cfg, ray.cluster_resources())
+        results = make_tuner().fit()
+    finally:
+        ray.shutdown()
+    push_study(store, cfg.name)
+    total, zero = cfg.base_trainer().total_steps, cfg.stopping.zero_signal.rule()
+    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
+    rows = leaderboard.rank(rows, cfg.search.mode)
+    leaderboard.render(rows, cfg.search.metric)
+    leaderboard.save(rows, store, cfg.name)
+    print(f"results: {store.display(cfg.name)}")
+    return 1 if rows and all(r.status == "error" for r in rows) else 0
+
+
+def prepare_environment() -> None:
+    """Settings every trial inherits (Ray workers copy the driver's environment)."""
+    from sweep.resume import snapshot_often
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if os.environ.get("GRPO_SWEEP_CACHE"):  # trials run in their own directories
         os.environ["GRPO_SWEEP_CACHE"] = str(Path(os.environ["GRPO_SWEEP_CACHE"]).expanduser().resolve())
-    prepare_base_policy(cfg)
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        check_resources(cfg, ray.cluster_resources())
-        results = build_tuner(cfg).fit()
-    finally:
-        ray.shutdown()
-    total, zero = cfg.base_trainer().total_steps, cfg.stopping.zero_signal.rule()
-    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
-    rows = leaderboard.rank(rows, cfg.search.mode)
-    leaderboard.render(rows, cfg.search.metric)
-    saved = leaderboard.save(rows, storage_path(cfg) / cfg.name / "leaderboard.json")
-    print(f"results: {saved.parent}")
-    return 1 if rows and all(r.status == "error" for r in rows) else 0
+    snapshot_often()
 
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:

@@ -1,30 +1,49 @@
 """The Tune trainable: one trial = the base trainer config plus the sampled dotted overrides.
 
 ``run_trial`` validates the trial's config, then runs the GRPO trainer with a reporter that hands each
-step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps).
+step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps). A trial Tune restarts
+(failure, or ``sweep resume`` after the driver died) continues from its newest checkpoint
+(``sweep.checkpoints``); the steps after it are redone and their new reports replace the first ones
+(``sweep.results``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from grpo.config import TrainerConfig
 from grpo.configbase import apply_overrides, validate
+from sweep import checkpoints
+from sweep.storage import DirMirror, open_storage
 
 
 class TuneReporter:
-    """Hands each step's metrics, and its checkpoint when there is one, to Tune (which keeps its own copy)."""
+    """Hands each step's metrics, and its checkpoint when there is one, to Tune (which keeps its own copy).
+
+    With S3 storage, ``mirror`` uploads what the step wrote (eval trajectories) before Tune hears of the step.
+    """
+
+    def __init__(self, mirror: DirMirror | None = None):
+        self.mirror = mirror
 
     def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
         from ray import tune
 
+        if self.mirror is not None:
+            self.mirror.push()
+        result = {**metrics, "step": step, "training_iteration": step}  # Tune's clock is the step, even after a resume
+        checkpoints.record_step(step, {**result, "timestamp": time.time(), "pid": os.getpid()})
         if checkpoint is None:
-            tune.report({**metrics, "step": step})
+            tune.report(result)
             return
-        tune.report({**metrics, "step": step}, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+        checkpoints.name_next(step)
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+        checkpoints.mark_complete(tune.get_checkpoint(), step)
         shutil.rmtree(checkpoint, ignore_errors=True)  # Tune has persisted it to the sweep's storage
 
 
@@ -32,17 +51,43 @@ def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConf
     return validate(TrainerConfig, apply_overrides(base, overrides), "trial config")
 
 
-def run_trial(config: dict[str, Any], base: dict[str, Any]) -> None:
-    """The Tune function trainable. Eval trajectories go to ``{experiment}/trajectories/{trial_id}``."""
+def run_trial(config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "") -> None:
+    """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``."""
     from ray import tune
 
     from grpo.trainer import train
 
     context = tune.get_context()
-    trajectories = Path(context.get_trial_dir()).parent / "trajectories" / context.get_trial_id()
-    overrides = {**config, "output_dir": str(trajectories)} if "output_dir" not in base else dict(config)
+    overrides = dict(config)
+    output_dir, mirror = trajectories_dir(storage, experiment or context.get_experiment_name(), context.get_trial_id(), context.get_trial_dir())
+    if "output_dir" not in base:
+        overrides["output_dir"] = output_dir
     overrides["checkpoint.dir"] = tempfile.mkdtemp(prefix="grpo-checkpoints-")
-    restored = tune.get_checkpoint()
-    if restored is not None:  # Tune restarted this trial (failure or sweep resume): continue where it stopped
-        overrides["resume_from"] = restored.to_directory(tempfile.mkdtemp(prefix="grpo-resume-"))
-    train(trial_config(base, overrides), TuneReporter())
+    saved = checkpoints.newest(tune.get_checkpoint())
+    if saved is not None:  # Tune restarted this trial (failure or sweep resume): continue where it stopped
+        overrides["resume_from"] = checkpoints.download(saved, tempfile.mkdtemp(prefix="grpo-resume-"))
+    try:
+        train(trial_config(base, overrides), TuneReporter(mirror))
+    finally:
+        if mirror is not None:
+            mirror.push()
+        for scratch in (overrides["checkpoint.dir"], overrides.get("resume_from"), mirror and mirror.local):
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def trajectories_dir(storage: str, experiment: str, trial_id: str, trial_dir: str) -> tuple[str, DirMirror | None]:
+    """Where the trial writes trajectories, and the mirror that uploads them when storage is remote.
+
+    Local storage: written in place. S3: written to a local directory that starts as a copy of what the
+    bucket holds (a resumed trial appends to its ``aggregated_results.jsonl``) and is pushed every step.
+    """
+    if not storage:  # called without a storage (older tuners): beside the trial's directory
+        return str(Path(trial_dir).parent / "trajectories" / trial_id), None
+    store = open_storage(storage)
+    parts = (experiment, "trajectories", trial_id)
+    if store.is_local:
+        return store.path(*parts), None
+    mirror = DirMirror(tempfile.mkdtemp(prefix="grpo-trajectories-"), store, *parts)
+    mirror.pull()
+    return str(mirror.local), mirror

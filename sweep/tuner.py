@@ -5,8 +5,6 @@ loads it.
 
 Searchers (``sweep/samplers.py``, ``sweep/space.py``), schedulers (``sweep/schedulers.py``) and logging
 (``sweep/loggers.py``, ``sweep/live.py``) each live in their own module; this one wires them together.
-
-Leaves out (issue 6): S3, resume.
 """
 
 from __future__ import annotations
@@ -24,15 +22,13 @@ from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 from sweep.config import SweepConfig
 from sweep.loggers import logging_callbacks
 from sweep.notify import notifiers
+from sweep.resume import StudySync
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
 from sweep.space import OptunaSpace, grid_search_points, inactive_values, tune_param_space
 from sweep.stoppers import ZeroSignalStopper
+from sweep.storage import open_storage, optuna_db_path
 from sweep.trial import run_trial
-
-
-def storage_path(cfg: SweepConfig) -> Path:
-    return Path(cfg.storage).expanduser().resolve()
 
 
 def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
@@ -43,8 +39,8 @@ def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
 
 
 def optuna_db(cfg: SweepConfig) -> Path:
-    """The Optuna study's SQLite file, beside the sweep's results (kept for later analysis)."""
-    path = storage_path(cfg) / cfg.name / "optuna.db"
+    """The Optuna study's SQLite file, beside the sweep's results (a local copy synced there, with S3)."""
+    path = optuna_db_path(open_storage(cfg.storage), cfg.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -104,11 +100,17 @@ def build_stopper(cfg: SweepConfig) -> Stopper:
     return CombinedStopper(steps, TuneZeroSignalStopper(*rule)) if rule else steps
 
 
-def build_tuner(cfg: SweepConfig) -> tune.Tuner:
+def build_trainable(cfg: SweepConfig):
+    """``run_trial`` with the base config, storage and resources bound (``sweep resume`` rebuilds the same)."""
     resources = {"cpu": cfg.resources.cpus_per_trial, "gpu": cfg.resources.gpus_per_trial}
-    trainable = tune.with_resources(tune.with_parameters(run_trial, base=base_trainer_dict(cfg)), resources)
+    bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name)
+    return tune.with_resources(bound, resources)
+
+
+def build_tuner(cfg: SweepConfig) -> tune.Tuner:
+    store = open_storage(cfg.storage)
     return tune.Tuner(
-        trainable,
+        build_trainable(cfg),
         param_space=tune_param_space(cfg),
         tune_config=tune.TuneConfig(
             metric=cfg.search.metric,
@@ -120,8 +122,9 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
         ),
         run_config=tune.RunConfig(
             name=cfg.name,
-            storage_path=str(storage_path(cfg)),
-            callbacks=[*logging_callbacks(cfg), *notifiers(cfg)],
+            storage_path=store.root,
+            storage_filesystem=None if store.is_local else store.fs,
+            callbacks=[StudySync(cfg.storage, cfg.name), *logging_callbacks(cfg), *notifiers(cfg)],
             stop=build_stopper(cfg),
             verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),

@@ -1,0 +1,128 @@
+"""Which checkpoint a restarted trial continues from: its newest complete one in storage.
+
+Tune restores a trial from the checkpoint its last experiment snapshot recorded; a snapshot can be a second
+(or, at Tune's defaults, ten) older than the trial's newest checkpoint, and a driver killed in between would
+cost the trial the steps since. So each trial names its checkpoint directories by GRPO step
+(``checkpoint_000004``: a redone step overwrites its own, never another's) and, once Tune has persisted one,
+writes a small marker into it; a restarted trial takes the newest marked checkpoint, or Tune's if newer.
+Reports carry ``training_iteration = step``, so Tune's clock (ASHA rungs, the step limit) stays the step,
+and each report is also written by the trial itself to ``{trial}/steps/`` (``record_step``).
+
+Uses Tune's ``get_storage()`` (a DeveloperAPI) for the trial's storage directory; without it (another
+Ray) trials fall back to Tune's own restore.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.fs as pafs
+
+MARKER = "grpo_complete.json"
+STATE_FILE = "trainer_state.json"
+STEPS_DIR = "steps"
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A checkpoint in storage and the GRPO step it holds."""
+
+    step: int
+    path: str
+    fs: pafs.FileSystem
+
+
+def _storage():
+    from ray import tune
+
+    try:
+        return tune.get_context().get_storage()
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def dir_name(step: int) -> str:
+    return f"checkpoint_{step:06d}"
+
+
+def _read_json(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return json.loads(f.read().decode())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def name_next(step: int) -> None:
+    """Make Tune persist the coming checkpoint as ``checkpoint_{step}``; drop an old marker there first
+    (a step redone after a restart overwrites its directory, which is incomplete until marked again)."""
+    storage = _storage()
+    if storage is None:
+        return
+    storage.current_checkpoint_index = step - 1  # Tune adds one before it persists
+    marker = f"{storage.trial_fs_path}/{dir_name(step)}/{MARKER}"
+    if storage.storage_filesystem.get_file_info(marker).type != pafs.FileType.NotFound:
+        storage.storage_filesystem.delete_file(marker)
+
+
+def record_step(step: int, row: dict[str, Any]) -> None:
+    """Write the step's report to ``{trial}/steps/step_{N}.json`` before Tune hears of it.
+
+    Tune's ``result.json`` lives with the driver and reaches storage a moment later; a driver killed in
+    that moment would lose rows the checkpoint already covers (steps not redone). A redone step
+    overwrites its own file.
+    """
+    storage = _storage()
+    if storage is None:
+        return
+    fs, folder = storage.storage_filesystem, f"{storage.trial_fs_path}/{STEPS_DIR}"
+    fs.create_dir(folder, recursive=True)
+    with fs.open_output_stream(f"{folder}/step_{step:06d}.json") as f:
+        f.write(json.dumps(row, default=float).encode())
+
+
+def mark_complete(checkpoint, step: int) -> None:
+    """After Tune persisted ``checkpoint`` (``tune.get_checkpoint()`` once the report returned): mark it whole."""
+    if checkpoint is None or checkpoint.filesystem is None:
+        return
+    with checkpoint.filesystem.open_output_stream(f"{checkpoint.path}/{MARKER}") as f:
+        f.write(json.dumps({"step": step}).encode())
+
+
+def saved_in_storage() -> list[Saved]:
+    """The trial's marked checkpoints in storage, whose marker and trainer state agree on the step."""
+    storage = _storage()
+    if storage is None:
+        return []
+    fs = storage.storage_filesystem
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(storage.trial_fs_path, allow_not_found=True)):
+        if info.type != pafs.FileType.Directory or not info.base_name.startswith("checkpoint_"):
+            continue
+        marker, state = _read_json(fs, f"{info.path}/{MARKER}"), _read_json(fs, f"{info.path}/{STATE_FILE}")
+        if marker and state and marker.get("step") == state.get("step"):
+            found.append(Saved(int(state["step"]), info.path, fs))
+    return found
+
+
+def newest(restored) -> Saved | None:
+    """The newest of Tune's restored checkpoint (trusted) and the trial's own marked ones in storage.
+
+    A restored checkpoint from another trial's directory (PBT's exploit of a donor) is taken as it is.
+    """
+    own = saved_in_storage()
+    if restored is None:
+        return max(own, key=lambda s: s.step, default=None)
+    fs = restored.filesystem or pafs.LocalFileSystem()
+    state = _read_json(fs, f"{restored.path}/{STATE_FILE}")
+    tune_saved = Saved(int(state["step"]) if state else 0, restored.path, fs)
+    mine = [s for s in own if s.path.rsplit("/", 1)[0] == restored.path.rstrip("/").rsplit("/", 1)[0]]
+    return max([tune_saved, *mine], key=lambda s: s.step)
+
+
+def download(saved: Saved, local: str) -> str:
+    from ray import tune
+
+    return tune.Checkpoint(saved.path, filesystem=saved.fs).to_directory(local)

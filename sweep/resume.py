@@ -1,0 +1,86 @@
+"""Surviving a dead driver: what a sweep leaves in storage so ``sweep resume`` can continue it anywhere.
+
+At start a sweep writes ``sweep_config.json`` (the validated SweepConfig) beside Tune's experiment; resume
+rebuilds the trainable from it and hands it to ``Tuner.restore``. Tune snapshots its experiment state
+(trial statuses, searcher) every ``TUNE_GLOBAL_CHECKPOINT_S`` seconds; we set 1 s (Tune's default is at
+least 10 s, and a trial resumes from the checkpoint the last snapshot knew). ``StudySync`` copies the
+Optuna study up after each trial ends (S3 only). Imports Ray: load it only when a sweep runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ray.tune import Callback
+
+from grpo.configbase import ConfigError, validate
+from sweep.config import SweepConfig
+from sweep.storage import Storage, open_storage, optuna_db_path, push_study
+
+CONFIG_FILE = "sweep_config.json"
+STATE_FILE = "tuner.pkl"
+SNAPSHOT_PERIOD_S = "1"
+
+
+class StudySync(Callback):
+    """Copies the local Optuna study to ``{storage}/{name}/optuna.db`` whenever a trial ends, and at the end.
+
+    Holds only the storage URI (no filesystem, no credentials): Tune pickles callbacks with the experiment.
+    """
+
+    def __init__(self, storage: str, name: str):
+        self.storage, self.name = storage, name
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        push_study(open_storage(self.storage), self.name)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        push_study(open_storage(self.storage), self.name)
+
+    def on_experiment_end(self, trials, **info) -> None:
+        push_study(open_storage(self.storage), self.name)
+
+
+def experiment_uri(storage: str, name: str) -> str:
+    """The sweep's own URI, what ``sweep resume`` takes: ``dir/name`` or ``s3://bucket/prefix/name?query``."""
+    base, sep, query = storage.partition("?")
+    return f"{base.rstrip('/')}/{name}" + (f"?{query}" if sep else "")
+
+
+def sweep_exists(store: Storage, name: str) -> bool:
+    return store.exists(name, STATE_FILE) or store.exists(name, CONFIG_FILE)
+
+
+def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:
+    """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study)."""
+    if sweep_exists(store, name) and not fresh:
+        raise ConfigError(
+            f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
+            f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
+            f"`python -m sweep run {space} --fresh` (deletes it)"
+        )
+    store.delete_dir(name)
+    optuna_db_path(store, name).unlink(missing_ok=True)  # a local study left from an earlier run of this name
+
+
+def save_config(store: Storage, cfg: SweepConfig) -> None:
+    store.write_text(cfg.model_dump_json(indent=2), cfg.name, CONFIG_FILE)
+
+
+def load_config(store: Storage, name: str) -> SweepConfig:
+    """The sweep's saved config, pointed at where it is now (it may have moved, or be read on another machine)."""
+    where = store.display(name)
+    if not store.exists(name, STATE_FILE):
+        raise ConfigError(f"{where}: no sweep to resume here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
+    if not store.exists(name, CONFIG_FILE):
+        raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
+    import json
+
+    data = json.loads(store.read_text(name, CONFIG_FILE))
+    return validate(SweepConfig, {**data, "storage": store.uri, "name": name}, f"{where}/{CONFIG_FILE}")
+
+
+def snapshot_often() -> None:
+    """Tune's experiment snapshots every second (unless the user chose a period): a trial restored after the
+    driver died resumes from the checkpoint the last snapshot recorded, so a stale snapshot costs steps."""
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", SNAPSHOT_PERIOD_S)

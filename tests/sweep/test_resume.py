@@ -1,0 +1,187 @@
+"""Kill -9 a sweep's driver mid-sweep, then ``sweep resume``: locally, and from S3 alone on a "second machine".
+
+Two trials, one at a time, six steps each, a checkpoint every two. The driver (and with it the whole local
+Ray, as when a machine dies) is killed once the first trial has finished and the second has a checkpoint
+but has not finished. After ``sweep resume`` both trials have steps 1..6 exactly once; the finished trial
+was not rerun; the interrupted one continued right after its newest checkpoint, not from step 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from pyarrow.fs import FileSelector, FileType
+
+from sweep.checkpoints import MARKER
+from sweep.results import trial_history
+from sweep.storage import Storage, open_storage, optuna_db_path
+from tests.conftest import TEST_MODEL
+from tests.support.processes import kill_by_env, kill_group
+from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 6
+
+
+def space(storage: str) -> dict:
+    return {
+        "name": "resume",
+        "trainer": {
+            "total_steps": STEPS,
+            "model": TEST_MODEL,
+            "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2},
+            "eval": {"interval": 3, "max_tasks": 2, "n_samples": 2},
+            "checkpoint": {"interval": 2},
+        },
+        "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
+        "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 3},
+        "scheduler": {"type": "fifo"},
+        "resources": {"cpus_per_trial": 1},
+        "max_concurrent_trials": 1,
+        "storage": storage,
+    }
+
+
+def trial_dirs(store: Storage) -> list[str]:
+    infos = store.fs.get_file_info(FileSelector(store.path("resume"), allow_not_found=True))
+    return sorted(i.path for i in infos if i.type == FileType.Directory and i.base_name.startswith("run_trial_"))
+
+
+def marked_steps(store: Storage, trial: str) -> list[int]:
+    """Steps of the trial's checkpoints that Tune persisted whole (the trial marked them)."""
+    infos = store.fs.get_file_info(FileSelector(trial, allow_not_found=True))
+    return sorted(int(i.base_name.rsplit("_", 1)[1]) for i in infos
+                  if i.base_name.startswith("checkpoint_") and store.fs.get_file_info(f"{i.path}/{MARKER}").type == FileType.File)
+
+
+def raw_rows(store: Storage, trial: str) -> list[dict]:
+    path = f"{trial}/result.json"
+    if store.fs.get_file_info(path).type == FileType.NotFound:
+        return []
+    with store.fs.open_input_stream(path) as f:
+        lines = f.read().decode().splitlines()
+    return [json.loads(line) for line in lines if line.strip().endswith("}")]
+
+
+def wait_for_kill_point(store: Storage, driver: subprocess.Popen, log: Path, deadline_s: float) -> None:
+    """Until one trial has finished and another has a marked checkpoint but has not finished."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert driver.poll() is None, "the sweep ended before the test could kill it:\n" + log.read_text()[-4000:]
+        trials = trial_dirs(store)
+        steps = {t: max((r["training_iteration"] for r in raw_rows(store, t)), default=0) for t in trials}
+        finished = [t for t in trials if steps[t] >= STEPS]
+        midway = [t for t in trials if marked_steps(store, t) and steps[t] < STEPS]
+        if finished and midway:
+            return
+        time.sleep(0.2)
+    raise TimeoutError("no trial finished while another was midway")
+
+
+def run_cli(args: list[str], env: dict, cwd: Path, ray_tmp: str, log: Path) -> subprocess.Popen:
+    """``python -m sweep ...`` in its own process group, output to ``log`` (a pipe could fill and stall it)."""
+    env = {**env, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=cwd, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+
+
+def kill_midway(store: Storage, space_file: Path, env: dict, tmp_path: Path) -> tuple[float, dict[str, tuple[int, int]]]:
+    """Run the sweep and kill its driver and Ray; when, and per trial its last reported step and newest marked checkpoint."""
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    try:
+        driver = run_cli(["run", str(space_file)], env, ROOT, ray_tmp, tmp_path / "run.log")
+        try:
+            wait_for_kill_point(store, driver, tmp_path / "run.log", deadline_s=400)
+        finally:
+            kill_group(driver)  # the driver and its local Ray die together, as on a lost machine
+            kill_by_env("RAY_TMPDIR", ray_tmp)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    killed_at = time.time()
+    return killed_at, {t: (max((r["step"] for r in raw_rows(store, t)), default=0), max(marked_steps(store, t), default=0)) for t in trial_dirs(store)}
+
+
+def resume(experiment: str, env: dict, cwd: Path, log: Path) -> int:
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    try:
+        resumed = run_cli(["resume", experiment], env, cwd, ray_tmp, log)
+        try:
+            return resumed.wait(timeout=400)
+        finally:
+            kill_group(resumed)
+            kill_by_env("RAY_TMPDIR", ray_tmp)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_killed_sweep_resumes_each_trial_from_its_checkpoint(where, tmp_path, private_cache, request):
+    if where == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        storage, env = bucket.uri("sweeps"), {**os.environ, **bucket.env}
+    else:
+        storage, env = str(tmp_path / "results"), dict(os.environ)
+    env["GRPO_SWEEP_CACHE"] = str(private_cache)
+    store = open_storage(storage)
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(yaml.safe_dump(space(storage)))
+    killed_at, at_kill = kill_midway(store, space_file, env, tmp_path)
+
+    refused = subprocess.run([sys.executable, "-m", "sweep", "run", str(space_file)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "sweep resume" in refused.stderr and "--fresh" in refused.stderr, refused.stderr
+
+    second_machine = tmp_path / "second"  # an empty working directory; with S3 also an empty cache and no local study
+    second_machine.mkdir()
+    if where == "s3":
+        optuna_db_path(store, "resume").unlink(missing_ok=True)
+        env["GRPO_SWEEP_CACHE"] = str(tmp_path / "empty-cache")
+    code = resume(f"{storage}/resume", env, second_machine, tmp_path / "resume.log")
+    assert code == 0, (tmp_path / "resume.log").read_text()[-4000:]
+
+    rows = json.loads(store.read_text("resume", "leaderboard.json"))
+    assert len(rows) == 2 and all(r["status"] == "finished" and r["steps"] == STEPS for r in rows), rows
+    continued = []
+    for trial in trial_dirs(store):
+        history = trial_history(trial, store.fs)
+        assert [(r["training_iteration"], r["step"]) for r in history] == [(s, s) for s in range(1, STEPS + 1)]
+        reported, checkpointed = at_kill.get(trial, (0, 0))
+        redone = [r["step"] for r in history if r["timestamp"] > killed_at]
+        if reported >= STEPS:
+            assert redone == [], f"{trial}: finished before the kill, yet ran again"
+        elif checkpointed:
+            continued.append((checkpointed, redone))
+    # the trial killed midway went on right after its newest checkpoint, not from step 1
+    assert continued and all(redone == list(range(checkpointed + 1, STEPS + 1)) for checkpointed, redone in continued), continued
+    if where == "s3":
+        assert_everything_in_the_bucket(request.getfixturevalue("s3_bucket"))
+
+
+def assert_everything_in_the_bucket(bucket) -> None:
+    keys = bucket.keys("sweeps/resume/")
+    names = {k.removeprefix("sweeps/resume/") for k in keys}
+    assert {"leaderboard.json", "sweep_config.json", "optuna.db", "tuner.pkl"} <= names
+    assert sum(k.endswith("/result.json") for k in keys) == 2
+    assert sum(k.endswith(f"checkpoint_{STEPS:06d}/trainer_state.json") for k in keys) == 2
+    trajectories = [k for k in keys if "/trajectories/" in k]
+    assert sum(k.endswith("aggregated_results.jsonl") for k in trajectories) == 2
+    assert sum(k.endswith("global_step_0/hotel.jsonl") for k in trajectories) == 2
+    assert sum(k.endswith(f"global_step_{STEPS}/hotel.jsonl") for k in trajectories) == 2
+
+    import optuna
+
+    with tempfile.TemporaryDirectory() as scratch:
+        db = Path(scratch) / "optuna.db"
+        db.write_bytes(bucket.read("sweeps/resume/optuna.db"))
+        study = optuna.load_study(study_name="resume", storage=f"sqlite:///{db}")
+        assert len(study.trials) == 2 and all(t.state.name == "COMPLETE" for t in study.trials)
