@@ -61,19 +61,21 @@ def last_error_line(trial) -> str:
 
 
 class SweepNotifier(Callback):
-    """A Tune callback posting one line per event to a webhook."""
+    """A Tune callback posting one line per event to the webhook named by ``$webhook_env``."""
 
-    def __init__(self, url: str, name: str, results: str, metric: str, mode: str, total_steps: int,
-                 zero_signal: tuple[float, int] | None = None, timeout_s: float = 5.0):
-        self.url, self.name, self.results, self.metric, self.mode = url, name, results, metric, mode
+    def __init__(self, name: str, results: str, metric: str, mode: str, total_steps: int,
+                 zero_signal: tuple[float, int] | None = None, timeout_s: float = 5.0, webhook_env: str = WEBHOOK_ENV):
+        self.name, self.results, self.metric, self.mode = name, results, metric, mode
+        self.webhook_env = webhook_env  # the URL is read at each post, never kept: Tune pickles its callbacks into tuner.pkl
         self.total_steps, self.zero_signal, self.timeout_s = total_steps, zero_signal, timeout_s
         self.failures = 0
         self.variances: dict[str, list[float]] = defaultdict(list)
 
     def send(self, text: str) -> None:
-        if self.failures >= MAX_FAILURES:
+        url = os.environ.get(self.webhook_env, "").strip()
+        if not url or self.failures >= MAX_FAILURES:
             return
-        self.failures = 0 if post(self.url, text, self.timeout_s) else self.failures + 1
+        self.failures = 0 if post(url, text, self.timeout_s) else self.failures + 1
         if self.failures == MAX_FAILURES:
             log.warning("sweep notifications off for the rest of this sweep: %d failures in a row", MAX_FAILURES)
 
@@ -125,8 +127,7 @@ class SweepNotifier(Callback):
 
 def notifiers(cfg) -> list[Callback]:
     """``[SweepNotifier]`` when ``GRPO_SWEEP_SLACK_WEBHOOK`` is set, else ``[]`` (for the tuner's callbacks)."""
-    url = os.environ.get(WEBHOOK_ENV, "").strip()
-    if not url:
+    if not os.environ.get(WEBHOOK_ENV, "").strip():
         return []
-    return [SweepNotifier(url, cfg.name, results_location(cfg.storage, cfg.name), cfg.search.metric,
+    return [SweepNotifier(cfg.name, results_location(cfg.storage, cfg.name), cfg.search.metric,
                           cfg.search.mode, cfg.base_trainer().total_steps, cfg.stopping.zero_signal.rule())]
