@@ -12,7 +12,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from sweep.stoppers import VARIANCE
+from sweep.stoppers import VARIANCE, no_signal
 
 
 @dataclass
@@ -23,6 +23,7 @@ class TrialLine:
     metric: float | None = None
     variance_per_prompt: float | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    variances: list[float] = field(default_factory=list)
 
 
 def _fmt(value: Any) -> str:
@@ -50,15 +51,21 @@ def progress_table(lines: list[TrialLine], metric: str, total_steps: int):
 class LiveProgress(Callback):
     """Keeps one ``TrialLine`` per trial and redraws (or prints) on every start, result and end."""
 
-    def __init__(self, metric: str, total_steps: int, keys: list[str], console=None):
-        from rich.console import Console
-
-        self.metric, self.total_steps, self.keys = metric, total_steps, keys
-        self.console = console or Console()
+    def __init__(self, metric: str, total_steps: int, keys: list[str], zero_signal: tuple[float, int] | None = None, console=None):
+        self.metric, self.total_steps, self.keys = metric, total_steps, list(dict.fromkeys(keys))
+        self.zero_signal = zero_signal
+        self.console = console
         self.lines: dict[str, TrialLine] = {}
         self._live = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks with the experiment; a console and a live display do not pickle (nor need to)."""
+        return {**self.__dict__, "console": None, "_live": None}
+
     def setup(self, **info: Any) -> None:
+        from rich.console import Console
+
+        self.console = self.console or Console()
         if self.console.is_terminal:
             from rich.live import Live
 
@@ -77,6 +84,8 @@ class LiveProgress(Callback):
             line.step = int(result.get("training_iteration", line.step))
             line.metric = result.get(self.metric, line.metric)
             line.variance_per_prompt = result.get(VARIANCE, line.variance_per_prompt)
+            if VARIANCE in result:
+                line.variances.append(float(result[VARIANCE]))
         if self._live is not None:
             self._live.update(progress_table(list(self.lines.values()), self.metric, self.total_steps))
         else:
@@ -96,7 +105,11 @@ class LiveProgress(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
         line = self._line(trial)
-        self._update(trial, "FINISHED" if line.step >= self.total_steps else "STOPPED")
+        if line.step >= self.total_steps:
+            self._update(trial, "FINISHED")
+        else:
+            zero = self.zero_signal and no_signal(line.variances, *self.zero_signal)
+            self._update(trial, "STOPPED (zero signal)" if zero else "STOPPED")
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
         self._update(trial, "ERROR")

@@ -83,5 +83,6 @@ def logging_callbacks(cfg: SweepConfig) -> list[Callback]:
     if cfg.logging.wandb.enabled:
         callbacks.append(wandb_callback(cfg))
     if cfg.logging.progress:
-        callbacks.append(LiveProgress(cfg.search.metric, cfg.base_trainer().total_steps, [*cfg.space, *getattr(cfg.scheduler, "mutations", {})]))
+        keys = [*cfg.space, *getattr(cfg.scheduler, "mutations", {})]
+        callbacks.append(LiveProgress(cfg.search.metric, cfg.base_trainer().total_steps, keys, cfg.stopping.zero_signal.rule()))
     return callbacks

@@ -54,7 +54,14 @@ def _fifo(cfg: SweepConfig) -> TrialScheduler:
 
 def _median(cfg: SweepConfig) -> TrialScheduler:
     s = cfg.scheduler
-    return MedianStoppingRule(time_attr=STEPS, grace_period=s.grace_period, min_samples_required=s.min_samples_required, hard_stop=True)
+    # min_time_slice = the whole run: a trial never yields (pause, checkpoint, requeue) while others catch up
+    return MedianStoppingRule(
+        time_attr=STEPS,
+        grace_period=s.grace_period,
+        min_samples_required=s.min_samples_required,
+        min_time_slice=cfg.base_trainer().total_steps,
+        hard_stop=True,
+    )
 
 
 def _pbt(cfg: SweepConfig) -> TrialScheduler:

@@ -95,6 +95,9 @@ class ConditionalSample:
         self.inactive = inactive
         self.rng = random.Random(seed)
 
+    def __deepcopy__(self, memo: dict) -> ConditionalSample:
+        return self  # Tune deep-copies the space for every trial; a copied generator would repeat the same draw
+
     def __call__(self, spec: Any) -> Any:
         config = spec["config"]
         values = {key: config[key] for key in self.dist.when}

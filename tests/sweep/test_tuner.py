@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 from ray import tune
 
 from sweep.tuner import HonestOptunaSearch
@@ -17,3 +18,17 @@ def test_trials_ended_early_are_pruned_not_complete():
     stopped, finished = search._ot_study.trials
     assert stopped.state.name == "PRUNED" and stopped.intermediate_values == {1: 0.25}
     assert finished.state.name == "COMPLETE" and finished.value == 0.25
+
+
+@pytest.mark.parametrize(("name", "kind"), [("tpe", optuna.samplers.TPESampler), ("gp", optuna.samplers.GPSampler), ("cmaes", optuna.samplers.CmaEsSampler)])
+def test_the_sampler_is_the_one_named(tmp_path, name, kind):
+    from sweep.config import SweepConfig
+    from sweep.tuner import build_searcher
+
+    cfg = SweepConfig.model_validate({"name": name, "storage": str(tmp_path), "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
+                                      "search": {"sampler": name, "seed": 7, "n_startup_trials": 3}})
+    search = build_searcher(cfg)
+    assert type(search._sampler) is kind and search._sampler._n_startup_trials == 3
+    assert (tmp_path / name / "optuna.db").is_file()
+    if name == "tpe":
+        assert search._sampler._constant_liar

@@ -1,0 +1,85 @@
+"""Helpers for the slow searcher/scheduler/logging tests: one local Ray per test module, tiny sweeps in-process.
+
+A tiny sweep trains the session's cached tiny base policy (``tiny_base``) for a few GRPO steps of
+2 prompts x 2 samples x 2 turns on the real hotel MCP server, so each trial takes seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import TEST_MODEL
+
+
+def tiny_trainer(total_steps: int = 2, **sections: Any) -> dict[str, Any]:
+    trainer: dict[str, Any] = {
+        "total_steps": total_steps,
+        "model": TEST_MODEL,
+        "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2, "max_generate_length": 32},
+        "algorithm": {"mini_batches": 1},
+    }
+    for name, block in sections.items():
+        trainer[name] = {**trainer.get(name, {}), **block}
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def ray_session(tiny_base: str) -> Iterator[None]:
+    """One local Ray (2 CPUs) for the whole module; workers inherit GRPO_SWEEP_CACHE, so trials find the base policy."""
+    import ray
+
+    tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
+    os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_space(tmp_path: Path, space: dict[str, Any]):
+    """Write a space file and load it through the full validation (as ``sweep run`` does)."""
+    from sweep.config import load_sweep_config
+
+    path = tmp_path / f"{space['name']}.yaml"
+    path.write_text(yaml.safe_dump({"storage": str(tmp_path / "results"), "resources": {"cpus_per_trial": 1}, **space}))
+    return load_sweep_config(path)
+
+
+def fit(cfg):
+    """Run the sweep exactly as ``sweep run`` builds it; returns Tune's ResultGrid (no trial may error)."""
+    from sweep.tuner import build_tuner
+
+    results = build_tuner(cfg).fit()
+    errors = [str(r.error) for r in results if r.error]
+    assert not errors, errors
+    return results
+
+
+def leaderboard_rows(cfg, results) -> list:
+    from sweep import leaderboard
+
+    rule = cfg.stopping.zero_signal.rule()
+    return [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, cfg.base_trainer().total_steps, list(cfg.space), rule) for r in results]
+
+
+def study(cfg):
+    import optuna
+
+    db = Path(cfg.storage) / cfg.name / "optuna.db"
+    return optuna.load_study(study_name=cfg.name, storage=f"sqlite:///{db}")
