@@ -10,7 +10,8 @@ BaseException), ``ExceptionGroup[ConnectError]`` on leaving the session, ``MCPEr
 that reports an error is a normal result with ``is_error=True``. Opening an episode is retried with
 exponential backoff and full jitter on connection errors, 5xx/429 and an empty tool list (seen in
 production under load); a 4xx is not retried, and neither are tool calls (they are not idempotent, and
-a dead server took the episode's state with it). ``max_concurrent`` caps in-flight requests;
+a dead server took the episode's state with it). On stateless protocol versions a tool call is one plain
+POST (``envs.rpc``: half the client CPU of the SDK's call path). ``max_concurrent`` caps in-flight requests;
 ``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
 must not count the ones in ``waiting``).
 """
@@ -28,6 +29,7 @@ from typing import Any
 
 from envs.errors import EnvError, VerifierError
 from envs.local.server import EPISODE_HEADER
+from envs.rpc import RpcError, ToolCaller, result_text
 from envs.task import Task
 from envs.verify import score_async
 
@@ -60,9 +62,11 @@ class ClientStats:
 class EpisodeSession:
     """One episode's open MCP session and its seeded start state."""
 
-    def __init__(self, client: EnvClient, mcp: Any, admin: Any, episode_id: str, task: Task, start: dict[str, Any], tools: list[ToolSpec]):
+    def __init__(self, client: EnvClient, mcp: Any, admin: Any, episode_id: str, task: Task, start: dict[str, Any], tools: list[ToolSpec],
+                 caller: ToolCaller | None = None):
         self._client = client
         self._mcp = mcp
+        self._caller = caller  # the one-POST fast path on stateless protocols; None: the SDK's call_tool
         self._admin = admin
         self._tool_names = {t.name for t in tools}
         self.episode_id = episode_id
@@ -77,12 +81,16 @@ class EpisodeSession:
         self._client.stats.tool_calls += 1
         try:
             async with self._client.limit:
+                if self._caller is not None:
+                    return ToolResult(*result_text(await self._caller.call(name, arguments, self._client.call_timeout_s)))
                 result = await self._mcp.call_tool(name, arguments, read_timeout_seconds=self._client.call_timeout_s)
         except asyncio.CancelledError as exc:
             if not is_sdk_cancellation(exc):
                 raise  # our own task is being cancelled: let it be
             raise EnvError(f"tool call {name}: the session's connection failed (server gone?)") from exc
         except Exception as exc:  # transport and timeout errors of every shape the SDK raises
+            if type(exc).__name__.endswith("Timeout"):  # httpx2's ReadTimeout, ConnectTimeout, ...
+                raise EnvError(f"tool call {name} timed out after {self._client.call_timeout_s:g}s ({describe(exc)})") from exc
             raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
         text = "".join(getattr(block, "text", "") for block in result.content)
         return ToolResult(text, bool(result.is_error))
@@ -110,14 +118,18 @@ class EnvClient:
         backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
         max_sessions: int | None = None,
+        fast_calls: bool = True,
+        open_timeout_s: float = 30.0,
     ):
         self.base_url = base_url.rstrip("/")
         self.call_timeout_s = call_timeout_s
+        self.open_timeout_s = open_timeout_s  # each request while opening (seed, discover, list tools)
         self.open_attempts = open_attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.limit = asyncio.Semaphore(max_concurrent)
         self.sessions = asyncio.Semaphore(max_sessions) if max_sessions else None
+        self.fast_calls = fast_calls  # tool calls as one plain POST where the protocol is stateless (envs.rpc)
         self.waiting = 0  # episodes queued for a session slot
         self.stats = ClientStats()
 
@@ -206,7 +218,7 @@ class EnvClient:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        timeout = httpx2.Timeout(self.call_timeout_s)
+        timeout = httpx2.Timeout(self.open_timeout_s)
         admin = await stack.enter_async_context(httpx2.AsyncClient(base_url=self.base_url, timeout=timeout))
         body = {"episode_id": episode_id, "env_variables": task.env_variables, "initial_state": task.initial_state}
         async with self.limit:
@@ -216,13 +228,14 @@ class EnvClient:
         stack.push_async_callback(_delete_quietly, admin, episode_id)  # from here on the server holds state for us
         http = await stack.enter_async_context(httpx2.AsyncClient(headers={EPISODE_HEADER: episode_id}, timeout=timeout))
         transport = streamable_http_client(f"{self.base_url}/mcp", http_client=http)
-        mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.call_timeout_s))
+        mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.open_timeout_s))
         async with self.limit:
             listed = await mcp.list_tools()
         tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
         if not tools:  # seen in production under load ("no tools found"): retried like a connection error
             raise EnvError(f"{self.base_url} listed no tools")
-        return EpisodeSession(self, mcp, admin, episode_id, task, start, tools)
+        caller = ToolCaller(http, f"{self.base_url}/mcp", mcp.protocol_version) if self.fast_calls and is_stateless(mcp.protocol_version) else None
+        return EpisodeSession(self, mcp, admin, episode_id, task, start, tools, caller)
 
 
 def is_sdk_cancellation(exc: BaseException) -> bool:
@@ -257,7 +270,14 @@ def is_env_failure(exc: BaseException) -> bool:
 
     if isinstance(exc, BaseExceptionGroup):
         return all(is_env_failure(e) or isinstance(e, asyncio.CancelledError) for e in exc.exceptions)
-    return isinstance(exc, (EnvError, httpx2.TransportError, httpx2.HTTPStatusError, MCPError, OSError, TimeoutError))
+    return isinstance(exc, (EnvError, RpcError, httpx2.TransportError, httpx2.HTTPStatusError, MCPError, OSError, TimeoutError))
+
+
+def is_stateless(protocol_version: str) -> bool:
+    """A protocol version on which each request stands alone (no session id), so a tool call is one POST."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def is_transient(exc: BaseException) -> bool:

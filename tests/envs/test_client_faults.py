@@ -47,11 +47,15 @@ def _kill(server: LocalEnvServer) -> None:
     server.process.wait()
 
 
-def test_server_killed_between_calls_is_env_error_then_reopen_retries(own_server):
-    client = EnvClient(own_server.base_url, call_timeout_s=2.0, open_attempts=3, backoff_s=0.05)
+BOTH_CALL_PATHS = pytest.mark.parametrize("fast_calls", [True, False], ids=["one-post", "sdk-call"])
+
+
+@BOTH_CALL_PATHS
+def test_server_killed_between_calls_is_env_error_then_reopen_retries(own_server, fast_calls):
+    client = EnvClient(own_server.base_url, call_timeout_s=2.0, open_attempts=3, backoff_s=0.05, fast_calls=fast_calls)
 
     async def go():
-        with pytest.raises(EnvError, match="connection failed"):
+        with pytest.raises(EnvError, match="tool call echo"):
             async with client.episode(_task()) as session:
                 assert (await session.call_tool("echo", {"text": "hi"})).text == '{"text": "hi"}'
                 _kill(own_server)
@@ -60,16 +64,19 @@ def test_server_killed_between_calls_is_env_error_then_reopen_retries(own_server
                     await session.call_tool("echo", {"text": "again"})
                 finally:
                     assert time.monotonic() - started < 2.0  # no hang: well before the call timeout
+        before = client.stats.open_retries
         with pytest.raises(EnvError, match="after 3 tries"):
             async with client.episode(_task()):
                 pass
+        return client.stats.open_retries - before
 
-    asyncio.run(go())
-    assert (client.stats.opened, client.stats.open_retries, client.stats.env_errors) == (1, 2, 2)
+    assert asyncio.run(go()) == 2
+    assert (client.stats.opened, client.stats.env_errors) == (1, 2)
 
 
-def test_server_killed_mid_call_is_env_error_without_waiting_for_the_timeout(own_server):
-    client = EnvClient(own_server.base_url, call_timeout_s=20.0)
+@BOTH_CALL_PATHS
+def test_server_killed_mid_call_is_env_error_without_waiting_for_the_timeout(own_server, fast_calls):
+    client = EnvClient(own_server.base_url, call_timeout_s=20.0, fast_calls=fast_calls)
 
     async def go():
         async with client.episode(_task()) as session:
@@ -77,13 +84,14 @@ def test_server_killed_mid_call_is_env_error_without_waiting_for_the_timeout(own
             await session.call_tool("slow", {"seconds": 10})
 
     started = time.monotonic()
-    with pytest.raises(EnvError, match="connection failed"):
+    with pytest.raises(EnvError, match="tool call slow"):
         asyncio.run(go())
     assert time.monotonic() - started < 5.0
 
 
-def test_slow_tool_times_out_as_env_error_and_the_server_serves_on(fault_server):
-    client = EnvClient(fault_server.base_url, call_timeout_s=0.5)
+@BOTH_CALL_PATHS
+def test_slow_tool_times_out_as_env_error_and_the_server_serves_on(fault_server, fast_calls):
+    client = EnvClient(fault_server.base_url, call_timeout_s=0.5, fast_calls=fast_calls)
 
     async def go():
         with pytest.raises(EnvError, match="timed out"):
@@ -254,3 +262,21 @@ def test_pool_starts_all_and_stops_all_also_when_one_fails():
     with EnvServerPool(["tests.envs.fault_app", "tests.envs.fault_app"]) as urls:
         assert list(urls) == ["tests.envs.fault_app"]
         assert httpx.get(f"{urls['tests.envs.fault_app']}/health").json()["env_key"] == "faulty"
+
+
+def test_one_post_calls_answer_exactly_like_the_sdk(hotel_server):
+    """The fast path and the SDK's call_tool give the same results, errors included."""
+    from envs.task import load_tasks
+    from grpo.config import DEFAULT_TASKS
+
+    task = load_tasks(DEFAULT_TASKS)[0]
+    calls = [("search_hotels", {"city": "Paris"}), ("search_hotels", {"city": "Atlantis"}),
+             ("book_hotel", {"hotel_id": "H01", "check_in": "2030-01-01", "nights": "many"}), ("list_bookings", {})]
+
+    async def run(fast_calls: bool):
+        async with EnvClient(hotel_server.base_url, fast_calls=fast_calls).episode(task) as session:
+            assert (session._caller is not None) == fast_calls
+            return [await session.call_tool(name, args) for name, args in calls]
+
+    fast, sdk = asyncio.run(run(True)), asyncio.run(run(False))
+    assert fast == sdk and [r.is_error for r in fast] == [False, True, True, False]
