@@ -3,8 +3,8 @@
 ``python sky/space_overrides.py SPACE [--env-keys a,b] [--max-tasks N]`` prints the path of the file it
 wrote: ``SPACE`` itself when there is nothing to override, else ``<space>.launch.yaml`` beside it (so the
 space's relative paths still resolve). Used by ``sky/sweep.yaml`` and the GitHub workflow, whose inputs
-are strings ("" means unset). Validation is ``sweep validate``'s, minus the resource check against this
-machine (the sweep runs on the cluster, which ``sweep run`` checks when it starts).
+are strings ("" means unset). Validation is ``sweep validate``'s (resources are checked by ``sweep run``
+against the cluster it runs on).
 """
 
 from __future__ import annotations
@@ -51,10 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_sweep_config(target)
     except ValueError as exc:  # ConfigError, or a task filter that leaves nothing
-        problems = [line for line in str(exc).splitlines() if "resources." not in line and not line.endswith("problems")]
-        if problems:
-            print(f"error: {chr(10).join(problems)}", file=sys.stderr)
-            return 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(target)
     return 0
 

@@ -62,6 +62,7 @@ def test_project_is_mounted_and_installed_with_its_gpu_extra(raw):
     assert raw["file_mounts"]["~/grpo-sweep"] == "."
     assert any('".[gpu]"' in c for c in raw["worker_setup_commands"])
     assert not any("[gpu]" in c for c in raw["head_setup_commands"])
+    assert any("snapshot_download('Qwen/Qwen3-8B')" in c for c in raw["worker_setup_commands"])  # trials run with the hub offline
     assert {".venv", ".git"} <= set(raw["rsync_exclude"])
     for commands in (raw["head_start_ray_commands"], raw["worker_start_ray_commands"]):
         assert any(". ~/.grpo-sweep.env" in c for c in commands)  # secrets reach Ray through the node environment
