@@ -104,14 +104,12 @@ def prepare_environment() -> None:
 
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
-    """A trial that asks for more than the cluster has would wait forever: say so instead."""
-    wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
-    for kind, amount in wanted.items():
-        if amount > available.get(kind, 0.0):
-            raise ConfigError(
-                f"resources: each trial asks for {amount:g} {kind}, the Ray cluster has {available.get(kind, 0.0):g}; "
-                f"lower resources.{kind.lower()}s_per_trial"
-            )
+    """A trial that asks for more than the cluster has would wait forever: say so instead (the check ``sweep validate`` runs)."""
+    from sweep.checks import resource_problems
+
+    problems = resource_problems(cfg, available)
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def prepare_base_policy(cfg: SweepConfig) -> None:
