@@ -124,9 +124,10 @@ def tiny_space(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_ray_job_submit_runs_the_sweep(tmp_path, private_cache):
+def test_ray_job_submit_runs_the_sweep(tmp_path, private_cache, monkeypatch):
     from ray.job_submission import JobStatus
 
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the client as the head: token auth off on both sides
     space = tiny_space(tmp_path)
     with ray_head({"GRPO_SWEEP_CACHE": str(private_cache)}) as address:
         client = wait_for_client(address)
