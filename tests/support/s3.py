@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -49,7 +50,9 @@ class MotoServer:
 
     def __enter__(self) -> MotoServer:
         cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # a file, not a pipe: the server logs every request, and a pipe nobody reads fills and stalls it
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
         try:
             self._wait_ready()
         except BaseException:
@@ -62,7 +65,8 @@ class MotoServer:
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto server exited with {self.process.returncode}: {self.process.stderr.read().decode()[-2000:]}")
+                self.log.seek(0)
+                raise RuntimeError(f"moto server exited with {self.process.returncode}: {self.log.read().decode()[-2000:]}")
             try:
                 urllib.request.urlopen(self.endpoint_url + "/moto-api/", timeout=1).close()
                 return
@@ -79,8 +83,7 @@ class MotoServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self.process.stderr:
-            self.process.stderr.close()
+        self.log.close()
         self.process = None
 
     def client(self):
