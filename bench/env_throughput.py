@@ -8,8 +8,9 @@ that many episodes at once through ``EnvClient`` (one MCP session each, ``search
 same number of plain keep-alive ``httpx2`` clients posting a JSON-RPC-sized body to the baseline. Opening
 sessions is not timed, only calls. Prints a table and the MCP calls/s as a ratio of the baseline's, and
 ends with one line of JSON: ``{"bench": "env_throughput", ...}``. Client and servers share the machine's
-cores, as they do in a CPU trial. Leaves out: verifier and episode-open cost (~27 ms per open, measured
-separately by ``open_ms``).
+cores, as they do in a CPU trial. Wall figures move with whatever else runs; the client and server CPU
+milliseconds per call do much less, so the table gives both, plus the rate they imply on 2 idle cores.
+Leaves out: verifier cost; opening a session is reported apart (``open_ms``), not in the call figures.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,13 +60,39 @@ def serve_baseline() -> None:
     uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/rpc", rpc, methods=["POST"])]), log_level="warning", access_log=False)).run(sockets=[sock])
 
 
+def process_cpu_s(pid: int | None = None) -> float:
+    """User + system CPU seconds of a process (this one when ``pid`` is None)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Client and server CPU milliseconds per call from now on.
+
+    CPU per call is the figure that survives a busy machine: wall figures move with other processes'
+    load, while what a call costs client and server in CPU bounds what 2 idle cores can do."""
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+        self.client0, self.server0 = process_cpu_s(), process_cpu_s(server_pid)
+
+    def per_call(self, calls: int) -> dict[str, float]:
+        return {"client_cpu_ms": round(1000 * (process_cpu_s() - self.client0) / calls, 3),
+                "server_cpu_ms": round(1000 * (process_cpu_s(self.server_pid) - self.server0) / calls, 3)}
+
+
 class Baseline:
-    def __enter__(self) -> str:
+    def __enter__(self) -> Baseline:
         self.process = subprocess.Popen([sys.executable, __file__, "--serve-baseline"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         line = self.process.stdout.readline()
         if not line.startswith("READY "):
             raise RuntimeError("baseline server did not start")
-        return f"http://127.0.0.1:{int(line.split()[1])}"
+        self.url, self.pid = f"http://127.0.0.1:{int(line.split()[1])}", self.process.pid
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
@@ -81,12 +109,12 @@ def summary(latencies_s: list[float], wall_s: float) -> dict[str, float]:
     }
 
 
-async def run_mcp(url: str, sessions: int, calls: int) -> tuple[dict[str, float], float]:
+async def run_mcp(url: str, sessions: int, calls: int, server_pid: int) -> tuple[dict[str, float], float]:
     """``sessions`` episodes at once, each ``calls`` tool calls; returns the call summary and the mean open time."""
     client = EnvClient(url, max_concurrent=max(sessions, 1))
     latencies: list[float] = []
     opens: list[float] = []
-    ready, go = asyncio.Barrier(sessions + 1), asyncio.Event()
+    ready, go, all_called = asyncio.Barrier(sessions + 1), asyncio.Event(), asyncio.Event()
 
     async def episode() -> None:
         started = time.perf_counter()
@@ -99,16 +127,21 @@ async def run_mcp(url: str, sessions: int, calls: int) -> tuple[dict[str, float]
                 result = await session.call_tool(*CALL)
                 latencies.append(time.perf_counter() - t)
                 assert not result.is_error, result.text
+            if len(latencies) == sessions * calls:
+                all_called.set()
 
     tasks = [asyncio.create_task(episode()) for _ in range(sessions)]
     await ready.wait()
+    cpu = CpuMeter(server_pid)
     started = time.perf_counter()
     go.set()
+    await all_called.wait()  # calls only: closing the sessions is not timed
+    result = summary(latencies, time.perf_counter() - started) | cpu.per_call(len(latencies))
     await asyncio.gather(*tasks)
-    return summary(latencies, time.perf_counter() - started), statistics.mean(opens)
+    return result, statistics.mean(opens)
 
 
-async def run_baseline(url: str, sessions: int, calls: int) -> dict[str, float]:
+async def run_baseline(url: str, sessions: int, calls: int, server_pid: int) -> dict[str, float]:
     import httpx2
 
     latencies: list[float] = []
@@ -123,12 +156,28 @@ async def run_baseline(url: str, sessions: int, calls: int) -> dict[str, float]:
             response.json()
             latencies.append(time.perf_counter() - t)
 
+    cpu = CpuMeter(server_pid)
     started = time.perf_counter()
     await asyncio.gather(*[session(c) for c in clients])
-    wall = time.perf_counter() - started
+    result = summary(latencies, time.perf_counter() - started) | cpu.per_call(len(latencies))
     for c in clients:
         await c.aclose()
-    return summary(latencies, wall)
+    return result
+
+
+def _cpu(summary_: dict) -> float:
+    return summary_["client_cpu_ms"] + summary_["server_cpu_ms"]
+
+
+def render(results: dict[str, dict]) -> None:
+    print(f"{'sessions':>8} | {'mcp calls/s':>11} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/call':>11} | "
+          f"{'http calls/s':>12} {'p50 ms':>7} {'cpu ms/call':>11} | {'ratio':>5} {'cpu ratio':>9} {'open ms':>7} {'idle 2-core':>11}")
+    for n, r in results.items():
+        m, b = r["mcp"], r["baseline"]
+        print(f"{n:>8} | {m['calls_per_s']:>11} {m['p50_ms']:>7} {m['p95_ms']:>7} {_cpu(m):>11.3f} | "
+              f"{b['calls_per_s']:>12} {b['p50_ms']:>7} {_cpu(b):>11.3f} | {r['ratio']:>5} {r['cpu_ratio']:>9} {r['open_ms']:>7} {r['idle_2core_calls_per_s']:>11}")
+    print("cpu ms/call = client + server CPU per call; cpu ratio = baseline's CPU per call / ours (load-independent);\n"
+          "idle 2-core = 1000 / max(client, server CPU ms per call): the rate with one idle core each")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,21 +190,22 @@ def main(argv: list[str] | None = None) -> int:
         serve_baseline()
         return 0
     results: dict[str, dict] = {}
-    with LocalEnvServer("hotel") as server, Baseline() as baseline_url:
-        asyncio.run(run_mcp(server.base_url, 4, 20))  # warm-up: imports, first requests
-        asyncio.run(run_baseline(baseline_url, 4, 20))
+    with LocalEnvServer("hotel") as server, Baseline() as baseline:
+        baseline_url = baseline.url
+        asyncio.run(run_mcp(server.base_url, 4, 20, server.process.pid))  # warm-up: imports, first requests
+        asyncio.run(run_baseline(baseline_url, 4, 20, baseline.pid))
+        load_before = os.getloadavg()[0]
         for n in args.concurrency:
             calls = max(20, args.calls_per_session // max(1, n // 8))  # similar total work at every level
-            mcp, open_s = asyncio.run(run_mcp(server.base_url, n, calls))
-            base = asyncio.run(run_baseline(baseline_url, n, calls))
+            mcp, open_s = asyncio.run(run_mcp(server.base_url, n, calls, server.process.pid))
+            base = asyncio.run(run_baseline(baseline_url, n, calls, baseline.pid))
             results[str(n)] = {"mcp": mcp, "baseline": base, "ratio": round(mcp["calls_per_s"] / base["calls_per_s"], 3),
-                               "open_ms": round(open_s * 1000, 1)}
-    print(f"{'sessions':>8} {'mcp calls/s':>12} {'p50 ms':>8} {'p95 ms':>8} {'http calls/s':>13} {'p50 ms':>8} {'ratio':>6} {'open ms':>8}")
-    for n, r in results.items():
-        m, b = r["mcp"], r["baseline"]
-        print(f"{n:>8} {m['calls_per_s']:>12} {m['p50_ms']:>8} {m['p95_ms']:>8} {b['calls_per_s']:>13} {b['p50_ms']:>8} {r['ratio']:>6} {r['open_ms']:>8}")
-    load = os.getloadavg()[0]
-    print(json.dumps({"bench": "env_throughput", "cpus": os.cpu_count(), "loadavg_1m": round(load, 2), "results": results}))
+                               "cpu_ratio": round(_cpu(base) / _cpu(mcp), 3), "open_ms": round(open_s * 1000, 1),
+                               # client and server each on its own core: the busier one bounds the rate
+                               "idle_2core_calls_per_s": round(1000 / max(mcp["client_cpu_ms"], mcp["server_cpu_ms"]))}
+    render(results)
+    print(json.dumps({"bench": "env_throughput", "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
+                      "loadavg_1m_after": round(os.getloadavg()[0], 2), "results": results}))
     return 0
 
 

@@ -70,6 +70,8 @@ def build_app(app: ModuleType):
     server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
     for name, fn in app.TOOLS.items():
         server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
+    if os.environ.get("GRPO_ENV_TRACING") != "1":  # a span per call costs CPU; local servers export none
+        server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
 
     @server.custom_route("/episodes", methods=["POST"])
     async def seed(request: Request) -> Response:
