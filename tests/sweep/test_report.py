@@ -10,6 +10,7 @@ from sweep.__main__ import main
 from sweep.report import make_report
 from sweep.report.build import build_report
 from sweep.report.importance import param_importance
+from sweep.report.render import write_report
 from sweep.report.thresholds import Thresholds
 from tests.support.s3 import moto_server, s3_bucket  # noqa: F401, F811
 from tests.sweep.report_fixture import make_sweep_dir
@@ -115,9 +116,8 @@ def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # n
         if path.is_file() and "report" not in path.relative_to(sweep_dir).parts:
             client.upload_file(str(path), s3_bucket.name, f"results/{sweep_dir.name}/{path.relative_to(sweep_dir)}")
     uri = f"{s3_bucket.uri('results/' + sweep_dir.name)}?endpoint_override={s3_bucket.server.host_port}&scheme=http"
-    out, markdown = make_report(uri, tmp_path / "from_s3")
-    assert (out / "index.html").exists() and "Sweep report: fixture_sweep" in markdown
-    local = build_report(str(sweep_dir), tmp_path / "local")
     remote = build_report(uri, tmp_path / "remote")
-    assert remote.trials == local.trials and remote.env_rows == local.env_rows and remote.diagnoses == local.diagnoses
-    assert remote.importance.importances == local.importance.importances and remote.trajectories == local.trajectories
+    _, page, markdown = write_report(remote, tmp_path / "remote")
+    assert page.exists() and "Sweep report: fixture_sweep" in markdown and f"Source: `{uri}`" in markdown
+    assert remote.trials == report.trials and remote.env_rows == report.env_rows and remote.diagnoses == report.diagnoses
+    assert remote.importance.importances == report.importance.importances and remote.trajectories == report.trajectories
