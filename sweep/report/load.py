@@ -1,7 +1,7 @@
 """Load a sweep's records into plain data: each trial's reported steps, eval points, config and fate.
 
 Sources, all optional except the trial folders: Tune's ``result.json`` (one JSON line per step),
-``params.json`` and ``error.txt`` per trial folder; ``leaderboard.json``; ``trajectories/{trial}/``
+``params.json`` and ``error.txt`` per trial folder; ``leaderboard.json``; ``sweep_config.json``; ``trajectories/{trial}/``
 (``aggregated_results.jsonl``, ``trainer_config.json``). Leaves the eval dumps to ``trajectories.py`` and
 the Optuna study to ``importance.py``.
 """
@@ -46,6 +46,7 @@ class SweepData:
     trials: list[TrialData]
     leaderboard: list[dict[str, Any]] | None
     swept_keys: list[str]
+    scheduler: str | None = None  # scheduler.type from sweep_config.json, when the sweep saved it
 
 
 def _json_lines(text: str | None) -> list[dict[str, Any]]:
@@ -93,7 +94,8 @@ def load_sweep(store: SweepStore) -> SweepData:
     board_text = store.read_text("leaderboard.json")
     board = json.loads(board_text) if board_text else None
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
-    return SweepData(store.uri, store.name, trials, board, keys)
+    saved = json.loads(store.read_text("sweep_config.json") or "{}")
+    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"))
 
 
 def uses_eval(sweep: SweepData) -> bool:

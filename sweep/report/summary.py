@@ -15,7 +15,7 @@ from sweep.report.load import EVAL_METRIC, TRAIN_METRIC, SweepData, TrialData, u
 from sweep.report.thresholds import EPS, Thresholds
 
 Series = list[tuple[int, float]]
-STOP_REASONS = {"finished": "finished", "stopped early": "ASHA", "zero signal": "zero signal", "error": "error"}
+EARLY_STOPS = {"asha": "ASHA", "median": "median stopping", "pbt": "PBT"}  # by the sweep's scheduler.type
 
 
 def train_series(trial: TrialData, key: str) -> Series:
@@ -55,7 +55,7 @@ class TrialSummary:
     best_step: int | None
     last: float | None
     steps: int
-    stop: str  # finished | ASHA | zero signal | error | stopped early
+    stop: str  # finished | ASHA | median stopping | PBT | stopped early (scheduler) | zero signal | error
     wall_s: float
     error: str = ""
 
@@ -65,17 +65,21 @@ def _total_steps(sweep: SweepData) -> int:
     return max([int(s) for s in declared if s] or [max(t.steps for t in sweep.trials)])
 
 
-def stop_reason(trial: TrialData, board: dict[str, dict[str, Any]], total_steps: int) -> str:
-    """Why the trial ended: the leaderboard's word when written, else from its files."""
+def stop_reason(trial: TrialData, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None = None) -> str:
+    """Why the trial ended: the leaderboard's word when written, else from its files; a scheduler's early
+    stop is named after the scheduler when the sweep saved its config."""
     if trial.trial_id in board:
-        status = str(board[trial.trial_id].get("status", ""))
-        return STOP_REASONS.get(status, status or "unknown")
-    if trial.error:
-        return "error"
-    return "finished" if trial.steps >= total_steps else "stopped early"
+        status = str(board[trial.trial_id].get("status", "")) or "unknown"
+    elif trial.error:
+        status = "error"
+    else:
+        status = "finished" if trial.steps >= total_steps else "stopped early"
+    if status == "stopped early":
+        return EARLY_STOPS.get(scheduler or "", "stopped early (scheduler)")
+    return status
 
 
-def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str, Any]], total_steps: int) -> TrialSummary:
+def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None) -> TrialSummary:
     points = pass_series(trial, use_eval)
     trained = [p for p in points if p[0] >= 1] or points
     best = max(trained, key=lambda p: p[1], default=None)
@@ -88,7 +92,7 @@ def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str,
         best_step=best[0] if best else None,
         last=points[-1][1] if points else None,
         steps=trial.steps,
-        stop=stop_reason(trial, board, total_steps),
+        stop=stop_reason(trial, board, total_steps, scheduler),
         wall_s=trial.wall_s,
         error=trial.error.splitlines()[-1] if trial.error else "",
     )
@@ -99,7 +103,7 @@ def leaderboard(sweep: SweepData) -> list[TrialSummary]:
     use_eval = uses_eval(sweep)
     board = {str(r["trial"]): r for r in sweep.leaderboard or []}
     total = _total_steps(sweep)
-    rows = [summarize_trial(t, use_eval, board, total) for t in sweep.trials]
+    rows = [summarize_trial(t, use_eval, board, total, sweep.scheduler) for t in sweep.trials]
     return sorted(rows, key=lambda r: (r.best is None, -(r.best or 0.0), -r.steps, r.trial_id))
 
 

@@ -98,6 +98,7 @@ def make_sweep_dir(root: Path, study: bool = True) -> Path:
         _write_trial(root, trial_id, spec)
     board = [{"trial": t, "config": s["config"], "status": s["status"], "steps": len(s["variance"])} for t, s in TRIALS.items()]
     (root / "leaderboard.json").write_text(json.dumps(board))
+    (root / "sweep_config.json").write_text(json.dumps({"name": root.name, "scheduler": {"type": "asha"}}))
     if study:
         _write_study(root)
     return root

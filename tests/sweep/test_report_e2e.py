@@ -85,7 +85,8 @@ def test_report_of_a_real_sweep_matches_its_numbers(real_sweep, tmp_path, capsys
 
     known = _known_numbers(real_sweep)
     rep = build_report(str(real_sweep), tmp_path)
-    words = {"finished": "finished", "stopped early": "ASHA", "zero signal": "zero signal", "error": "error"}
+    early = "ASHA" if (real_sweep / "sweep_config.json").exists() else "stopped early (scheduler)"
+    words = {"finished": "finished", "stopped early": early, "zero signal": "zero signal", "error": "error"}
     assert {t.trial_id: (t.steps, t.stop) for t in rep.trials} == {k: (v["steps"], words[v["status"]]) for k, v in known.items()}
     assert {t.trial_id: t.best for t in rep.trials} == pytest.approx({k: v["best"] for k, v in known.items()})
     best = known[rep.trials[0].trial_id]["hotel"]

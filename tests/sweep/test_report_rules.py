@@ -81,3 +81,15 @@ def test_env_rules_and_diagnose_collects_everything():
     found = diagnose([curves(trial_id="x", variance_per_prompt=[0.0, 0.0])], [row(0.95, 1.0), row(0.2, 0.5)], TH)
     assert [(d.rule, d.subject) for d in found] == [("no_signal", "x"), ("env_saturated", "env hotel")]
     assert set(ENV_RULES) == {"env_saturated", "env_failing"}
+
+
+def test_stop_reason_names_the_scheduler_when_known():
+    from sweep.report.load import TrialData
+    from sweep.report.summary import stop_reason
+
+    trial = TrialData("t1", "f", {}, [{"training_iteration": 2}])
+    assert stop_reason(trial, {}, 3, "median") == "median stopping"
+    assert stop_reason(trial, {}, 3, None) == "stopped early (scheduler)"
+    assert stop_reason(trial, {}, 2, None) == "finished"
+    assert stop_reason(trial, {"t1": {"status": "zero signal"}}, 3, "asha") == "zero signal"
+    assert stop_reason(TrialData("t2", "f", {}, [], error="boom"), {}, 3, "asha") == "error"
