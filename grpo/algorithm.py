@@ -121,6 +121,40 @@ LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], torch.T
 }
 
 
+def weight_tokens(mask: torch.Tensor) -> torch.Tensor:
+    """What token-mean divides by: the unmasked tokens."""
+    return mask.sum()
+
+
+def weight_nonempty_sequences(mask: torch.Tensor) -> torch.Tensor:
+    """What seq-mean-token-mean divides by: sequences with at least one unmasked token."""
+    return (mask.sum(-1) > 0).sum()
+
+
+def weight_sequences(mask: torch.Tensor) -> torch.Tensor:
+    """What seq-mean-token-sum-norm divides by: every sequence."""
+    return torch.tensor(mask.shape[0])
+
+
+AGGREGATION_WEIGHTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "token-mean": weight_tokens,
+    "seq-mean-token-mean": weight_nonempty_sequences,
+    "seq-mean-token-sum-norm": weight_sequences,
+}
+
+
+def rescale_to_global(local_value: torch.Tensor, local_weight: float, global_weight: float) -> torch.Tensor:
+    """A rank's share of the mean over all ranks: ``local_value * local_weight / global_weight``.
+
+    Each aggregation is (sum of terms) / (its weight). Summing these shares over ranks gives the
+    aggregation of the combined batch, however unevenly tokens fall on the ranks; the trainer multiplies
+    by the world size before backward because FSDP averages gradients across ranks.
+    """
+    if global_weight <= 0:
+        return local_value * 0.0
+    return local_value * (local_weight / global_weight)
+
+
 def loss_aggregation(name: str) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]:
     """``(loss (B, T), mask (B, T), norm_length) -> scalar`` by name; only the Dr. GRPO sum uses norm_length."""
     if name not in LOSS_AGGREGATIONS:

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from grpo.distributed import ONE_PROCESS, Ranks, barrier
+
 STATE_FILE = "trainer_state.json"
 RNG_FILE = "rng.pt"
 
@@ -40,28 +42,41 @@ def _single_process_ok() -> Iterator[None]:
         yield
 
 
-def save_checkpoint(root: str | Path, state: TrainerState, policy, optimizer, shuffle: torch.Generator, keep_last: int) -> Path:
-    """Write ``root/global_step_{step}`` atomically; returns its path."""
+def save_checkpoint(
+    root: str | Path, state: TrainerState, policy, optimizer, shuffle: torch.Generator, keep_last: int, ranks: Ranks = ONE_PROCESS
+) -> Path:
+    """Write ``root/global_step_{step}`` atomically; returns its path. Every rank calls it: each writes its
+    shards and its own RNG file, rank 0 the rest, the rename and the pruning."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     root = Path(root)
     final = root / f"global_step_{state.step}"
     tmp = root / f"global_step_{state.step}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    if ranks.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier(ranks)
     model_sd, optim_sd = get_state_dict(policy, optimizer)
     with _single_process_ok():
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
-    (tmp / STATE_FILE).write_text(json.dumps({"step": state.step, "sampler": state.sampler}))
-    torch.save({"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}, tmp / RNG_FILE)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    prune(root, keep_last)
+    rng = {"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}
+    torch.save(rng, tmp / rng_file(ranks.rank))
+    barrier(ranks)
+    if ranks.main:
+        (tmp / STATE_FILE).write_text(json.dumps({"step": state.step, "sampler": state.sampler, "world": ranks.world}))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        prune(root, keep_last)
+    barrier(ranks)
     return final
 
 
-def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generator) -> TrainerState:
+def rng_file(rank: int) -> str:
+    return RNG_FILE if rank == 0 else f"rng_{rank}.pt"
+
+
+def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generator, ranks: Ranks = ONE_PROCESS) -> TrainerState:
     """Restore policy, optimizer and RNG states in place; returns the step and sampler position."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -74,11 +89,13 @@ def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generato
     with _single_process_ok():
         dcp.load(loaded, checkpoint_id=str(path / "dcp"))
     set_state_dict(policy, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
-    rng = torch.load(path / RNG_FILE, weights_only=False)
+    meta = json.loads((path / STATE_FILE).read_text())
+    if meta.get("world", 1) != ranks.world:
+        raise ValueError(f"{path}: saved by {meta.get('world', 1)} workers, resumed with {ranks.world}; resume with the same number")
+    rng = torch.load(path / rng_file(ranks.rank), weights_only=False)
     torch.set_rng_state(rng["torch"])
     shuffle.set_state(rng["shuffle"])
     random.setstate(rng["python"])
-    meta = json.loads((path / STATE_FILE).read_text())
     return TrainerState(step=meta["step"], sampler=meta["sampler"])
 
 

@@ -95,6 +95,7 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
     calls = sum(t.tool_calls for t in trajectories)
     turns = sum(t.num_turns for t in trajectories)
     metrics = {
+        "rollout/episodes": float(len(trajectories)),
         "rollout/num_turns": turns / len(trajectories),
         "rollout/tool_calls": calls / len(trajectories),
         "rollout/tool_error_rate": sum(t.tool_errors for t in trajectories) / max(turns, 1),

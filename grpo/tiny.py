@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 PAD, UNK, IM_START, IM_END = "<|endoftext|>", "[UNK]", "<|im_start|>", "<|im_end|>"
 ACTION_TOKENS = ["<tool_call>", "</tool_call>", "<done>"]
-_PIECES = re.compile(r"\w+|\s+|[^\w\s]")
+_PIECES = re.compile(r"\d{4}-\d{2}-\d{2}|\w+|\s+|[^\w\s]")  # an ISO date is one word: copied whole
 _ADDED = re.compile("|".join(re.escape(t) for t in [IM_START, IM_END, PAD, *ACTION_TOKENS]))
 
 CHAT_TEMPLATE = (

@@ -4,7 +4,9 @@ One step: draw tasks, run ``n_samples_per_prompt`` episodes of each against the 
 group-relative advantages, update the policy, report metrics once. Held-out eval runs before step 1 (the
 base policy), after every ``eval.interval``-th step and after the last; each report carries the newest.
 Checkpoints (``grpo.checkpoint``) make a trial resumable at its next step with the same data order.
-Leaves out: FSDP2 (issue 4), vLLM (issue 9).
+With several ranks (``grpo.distributed``) each runs the episodes of its share of the step's tasks and
+the update is FSDP2 data-parallel; rank 0 evaluates and reports metrics computed over every rank's
+episodes. Leaves out: vLLM (issue 9).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from grpo.chat import ChatFormat
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
+from grpo.distributed import ONE_PROCESS, Ranks, barrier, full_state_dict, gather_lists, init_ranks, parallelize, shutdown
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
 from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
@@ -47,6 +50,7 @@ class Models:
     reference: torch.nn.Module | None
     optimizer: torch.optim.Optimizer
     generator: HFGenerator
+    ranks: Ranks = ONE_PROCESS
 
 
 def train(cfg: TrainerConfig, reporter: Reporter) -> None:
@@ -54,12 +58,14 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
     the newest eval metrics ride along, and a checkpoint every ``checkpoint.interval`` steps."""
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    torch.manual_seed(cfg.seed)
-    if cfg.output_dir:  # the resolved config beside the trial's outputs (there are no secrets in it)
+    ranks = init_ranks()
+    check_world(cfg, ranks)
+    torch.manual_seed(cfg.seed + ranks.rank)  # ranks sample different episodes
+    if cfg.output_dir and ranks.main:  # the resolved config beside the trial's outputs (there are no secrets in it)
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
         (Path(cfg.output_dir) / "trainer_config.json").write_text(cfg.model_dump_json(indent=2))
     train_tasks, eval_tasks = trial_tasks(cfg)
-    models = build_models(cfg, train_tasks)
+    models = build_models(cfg, train_tasks, ranks)
     sampler = TaskSampler(train_tasks, cfg.seed)
     shuffle = torch.Generator().manual_seed(cfg.seed)
     first_step = resume(cfg, models, sampler, shuffle) + 1
@@ -70,24 +76,38 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
         urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in env_keys}
         for step in range(first_step, cfg.total_steps + 1):
             set_learning_rate(cfg, models.optimizer, step)
-            if eval_tasks and step == first_step:
+            if eval_tasks and step == first_step and ranks.main:
                 latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step - 1)  # where training starts
-            metrics = run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), urls, shuffle)
+            tasks = sampler.next_batch(cfg.rollout.prompts_per_step)[ranks.rank :: ranks.world]
+            metrics = run_step(cfg, models, tasks, urls, shuffle)
             last = step == cfg.total_steps
-            if eval_tasks and (step % cfg.eval.interval == 0 or last):
+            if eval_tasks and (step % cfg.eval.interval == 0 or last) and ranks.main:
                 latest_eval = evaluate(cfg, models, eval_tasks, urls, global_step=step)
             saved = None
             if saves_to and (step % cfg.checkpoint.interval == 0 or last):
                 state = TrainerState(step, sampler.state())
-                saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last))
-            reporter.report(step, {**metrics, **latest_eval}, saved)
+                saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last, ranks))
+            if ranks.main:
+                reporter.report(step, {**metrics, **latest_eval}, saved)
+    shutdown(ranks)
+
+
+def check_world(cfg: TrainerConfig, ranks: Ranks) -> None:
+    """Every rank must get the same number of tasks and run the same number of mini-batches."""
+    if cfg.rollout.prompts_per_step % ranks.world:
+        raise ValueError(f"rollout.prompts_per_step={cfg.rollout.prompts_per_step} must be a multiple of the {ranks.world} workers")
+    per_rank = cfg.rollout.prompts_per_step // ranks.world * cfg.rollout.n_samples_per_prompt
+    if per_rank < cfg.algorithm.mini_batches:
+        raise ValueError(f"algorithm.mini_batches={cfg.algorithm.mini_batches} exceeds the {per_rank} episodes each of {ranks.world} workers trains on")
 
 
 def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: torch.Generator) -> int:
     """Restore from ``cfg.resume_from`` if set; returns the last finished step (0 for a fresh start)."""
     if not cfg.resume_from:
         return 0
-    state = load_checkpoint(cfg.resume_from, models.policy, models.optimizer, shuffle)
+    state = load_checkpoint(cfg.resume_from, models.policy, models.optimizer, shuffle, models.ranks)
+    if models.ranks.sharded:
+        models.generator.load_weights(full_state_dict(models.policy))
     sampler.restore(state.sampler)
     return state.step
 
@@ -111,13 +131,32 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str
     return metrics
 
 
-def build_models(cfg: TrainerConfig, tasks) -> Models:
-    base = str(base_policy_path(cfg.model, tasks, cfg.seed))
-    chat = ChatFormat(load_tokenizer(base))
-    policy = load_policy(base, trainable=True)
-    reference = load_policy(base, trainable=False) if cfg.algorithm.kl_coef > 0 else None
+def build_models(cfg: TrainerConfig, tasks, ranks: Ranks = ONE_PROCESS) -> Models:
+    """Policy and reference, sharded with FSDP2 when there are several ranks; the generator then samples
+    from an unsharded copy refreshed after every update (on one process: from the policy itself)."""
+    tokenizer, load = policy_source(cfg, tasks, ranks)
+    chat = ChatFormat(tokenizer)
+    bf16 = torch.cuda.is_available() and cfg.model.dtype == "bfloat16"
+    policy = parallelize(load(True), ranks, bf16)
+    reference = parallelize(load(False), ranks, bf16) if cfg.algorithm.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    return Models(chat, policy, reference, optimizer, HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id))
+    sampler_model = load(False) if ranks.sharded else policy
+    return Models(chat, policy, reference, optimizer, HFGenerator(sampler_model, stop_id=chat.end_id, pad_id=chat.pad_id), ranks)
+
+
+def policy_source(cfg: TrainerConfig, tasks, ranks: Ranks):
+    """The tokenizer and a loader ``trainable -> model``: a pretrained HF model (``model.name_or_path``)
+    or the tiny warm-started base policy (rank 0 builds it once; the others then find it cached)."""
+    if cfg.model.name_or_path:
+        from grpo.pretrained import load_model
+        from grpo.pretrained import load_tokenizer as load_pretrained_tokenizer
+
+        return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable)
+    if ranks.main:
+        base_policy_path(cfg.model, tasks, cfg.seed)
+    barrier(ranks)
+    base = str(base_policy_path(cfg.model, tasks, cfg.seed))
+    return load_tokenizer(base), lambda trainable: load_policy(base, trainable)
 
 
 def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], shuffle: torch.Generator) -> dict[str, float]:
@@ -126,13 +165,24 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     limits = episode_limits(cfg)
     trajectories = collect(tasks, cfg, urls, models.generator, models.chat, limits)
     rollout_s = time.perf_counter() - started
-    advantages = trajectory_advantages(trajectories, cfg)
-    trained = [(t, a) for t, a in zip(trajectories, advantages) if not t.env_error]
-    if not trained:
-        raise RuntimeError(f"every episode of this step failed in the environment; the first: {trajectories[0].error}")
-    batch = collate([t.token_ids for t, _ in trained], [t.loss_mask for t, _ in trained], [a for _, a in trained], models.chat.pad_id)
-    stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle)
-    return step_metrics(trajectories, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+    for t in trajectories:  # group ids unique over ranks: rank r numbers its groups r, r + world, ...
+        t.group_id = t.group_id * models.ranks.world + models.ranks.rank
+    everyone = gather_lists(trajectories, models.ranks)
+    if all(t.env_error for t in everyone):
+        raise RuntimeError(f"every episode of this step failed in the environment; the first: {everyone[0].error}")
+    batch = training_batch(trajectories, trajectory_advantages(trajectories, cfg), models.chat.pad_id)
+    stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle, models.ranks)
+    if models.ranks.sharded:
+        models.generator.load_weights(full_state_dict(models.policy))
+    return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def training_batch(trajectories: list[Trajectory], advantages: list[float], pad_id: int):
+    """Every episode of this rank; those that failed in the environment keep their row with nothing to
+    train on (so every rank has the same number of sequences and mini-batches)."""
+    ids = [t.token_ids or [pad_id, pad_id] for t in trajectories]
+    masks = [[0] * len(i) if t.env_error else t.loss_mask for t, i in zip(trajectories, ids)]
+    return collate(ids, masks, [0.0 if t.env_error else a for t, a in zip(trajectories, advantages)], pad_id)
 
 
 def episode_limits(cfg: TrainerConfig) -> EpisodeLimits:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from grpo.algorithm import kl_estimator, loss_aggregation, masked_mean, ppo_clipped_loss
+from grpo.algorithm import AGGREGATION_WEIGHTS, kl_estimator, loss_aggregation, masked_mean, ppo_clipped_loss, rescale_to_global
 from grpo.batching import TrainBatch
+from grpo.distributed import ONE_PROCESS, Ranks, sum_across
 from grpo.policy import token_logprobs
 
 
@@ -33,8 +34,14 @@ class UpdateSettings:
     norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
 
 
-def policy_update(policy, reference, optimizer, batch: TrainBatch, settings: UpdateSettings, generator: torch.Generator) -> dict[str, float]:
-    """Run the optimizer steps; returns ``policy/*`` metrics averaged over them."""
+def policy_update(
+    policy, reference, optimizer, batch: TrainBatch, settings: UpdateSettings, generator: torch.Generator, ranks: Ranks = ONE_PROCESS
+) -> dict[str, float]:
+    """Run the optimizer steps; returns ``policy/*`` metrics averaged over them (over all ranks' tokens).
+
+    With several ranks every rank passes its own part of the step's batch (the same number of
+    sequences on each, so every rank runs the same number of mini-batches: FSDP2 collectives need all).
+    """
     with torch.no_grad():
         old_logprobs, _ = token_logprobs(policy, batch.input_ids, batch.attention_mask, settings.temperature)
         ref_logprobs = (
@@ -49,7 +56,7 @@ def policy_update(policy, reference, optimizer, batch: TrainBatch, settings: Upd
         order = torch.randperm(len(batch), generator=generator)
         for index in (c for c in order.chunk(settings.mini_batches) if len(c)):
             ref = None if ref_logprobs is None else ref_logprobs[index]
-            stats = _step(policy, optimizer, batch.select(index), old_logprobs[index], ref, settings)
+            stats = _step(policy, optimizer, batch.select(index), old_logprobs[index], ref, settings, ranks)
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
@@ -57,14 +64,20 @@ def policy_update(policy, reference, optimizer, batch: TrainBatch, settings: Upd
     return {key: value / steps for key, value in totals.items()}
 
 
-def _step(policy, optimizer, part: TrainBatch, old_logprobs, ref_logprobs, settings: UpdateSettings) -> dict[str, float]:
+def _step(policy, optimizer, part: TrainBatch, old_logprobs, ref_logprobs, settings: UpdateSettings, ranks: Ranks) -> dict[str, float]:
     logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature)
     mask = part.loss_mask
     clipped = ppo_clipped_loss(logprobs, old_logprobs, part.advantages, settings.clip_low, settings.clip_high)
     agg = loss_aggregation(settings.loss_agg)
+    local_weight, local_tokens = float(AGGREGATION_WEIGHTS[settings.loss_agg](mask)), float(mask.sum())
+    global_weight, global_tokens = sum_across([local_weight, local_tokens], ranks).tolist()
 
     def aggregate(values: torch.Tensor) -> torch.Tensor:
-        return agg(values, mask, settings.norm_length)
+        """This rank's share of the aggregation over every rank's tokens."""
+        return rescale_to_global(agg(values, mask, settings.norm_length), local_weight, global_weight)
+
+    def token_share(values: torch.Tensor) -> torch.Tensor:
+        return rescale_to_global(masked_mean(values.detach().float(), mask), local_tokens, global_tokens)
 
     loss = aggregate(clipped.loss)
     kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref_logprobs)) if ref_logprobs is not None else torch.zeros(())
@@ -73,17 +86,32 @@ def _step(policy, optimizer, part: TrainBatch, old_logprobs, ref_logprobs, setti
     if settings.entropy_coef > 0:
         loss = loss - settings.entropy_coef * aggregate(entropy)
     optimizer.zero_grad()
-    loss.backward()
+    (loss * ranks.world).backward()  # FSDP2 averages gradients over ranks; the shares already sum to the mean
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     optimizer.step()
-    low, high = masked_mean(clipped.clipped_low.float(), mask).item(), masked_mean(clipped.clipped_high.float(), mask).item()
+    shares = torch.stack(
+        [
+            loss.detach(),
+            kl.detach(),
+            token_share(clipped.clipped_low),
+            token_share(clipped.clipped_high),
+            token_share(entropy),
+            token_share(torch.exp(logprobs.detach() - old_logprobs)),
+        ]
+    )
+    loss_v, kl_v, low, high, entropy_v, ratio = sum_across(shares, ranks).tolist()
     return {
-        "policy/loss": loss.item(),
+        "policy/loss": loss_v,
         "policy/clip_frac": low + high,
         "policy/clip_frac_low": low,
         "policy/clip_frac_high": high,
-        "policy/kl": kl.item(),
-        "policy/entropy": masked_mean(entropy.detach(), mask).item(),
-        "policy/grad_norm": float(grad_norm),
-        "policy/ratio_mean": masked_mean(torch.exp(logprobs.detach() - old_logprobs), mask).item(),
+        "policy/kl": kl_v,
+        "policy/entropy": entropy_v,
+        "policy/grad_norm": _full(grad_norm),
+        "policy/ratio_mean": ratio,
     }
+
+
+def _full(value) -> float:
+    """A float from a plain tensor or a DTensor (the global norm over the shards)."""
+    return float(value.full_tensor() if hasattr(value, "full_tensor") else value)

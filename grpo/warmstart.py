@@ -17,6 +17,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
 
 log = logging.getLogger(__name__)
-BUILD_VERSION = "2"  # bump when the tokenizer, the model or the warm-start recipe changes
+BUILD_VERSION = "3"  # bump when the tokenizer, the model or the warm-start recipe changes
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def supervised_example(chat: ChatFormat, conv: Conversation) -> tuple[list[int],
 def _extra_vocabulary() -> list[str]:
     """Words an episode may show that no reference conversation contains: numbers, error messages."""
     numbers = [str(i) for i in range(100)] + [f"{i:02d}" for i in range(10)]
+    days = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(366)]  # the task generators' range
     errors = "Error executing tool error no action found unknown tool not valid JSON missing timed out past invalid"
-    return [" ".join(numbers), errors, "<|im_start|>tool\n<|im_start|>assistant\n<|im_start|>system\n<|im_start|>user\n"]
+    return [" ".join(numbers + days), errors, "<|im_start|>tool\n<|im_start|>assistant\n<|im_start|>system\n<|im_start|>user\n"]
 
 
 def cache_key(cfg: ModelConfig, tasks: list[Task], seed: int) -> str:

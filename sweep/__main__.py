@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import yaml
@@ -76,10 +77,16 @@ def _parse_set(items: list[str]) -> dict[str, object]:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg, _ = _load_trainer(args.config, args.set)
+    if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
+        from grpo.distributed import torchrun
+
+        argv = ["train", str(args.config), *(f"--set={item}" for item in args.set)]
+        return torchrun(args.workers, ["-m", "sweep", *argv, *(["--metrics-jsonl", str(args.metrics_jsonl)] if args.metrics_jsonl else [])])
     from grpo.reporting import ConsoleReporter
     from grpo.trainer import train
 
-    train(cfg, ConsoleReporter())
+    with open(args.metrics_jsonl, "a") if args.metrics_jsonl else nullcontext() as jsonl:
+        train(cfg, ConsoleReporter(jsonl=jsonl))
     return 0
 
 
@@ -128,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="run one trial without Tune (a trainer YAML, or a space file's base)")
     train.add_argument("config", type=Path)
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
+    train.add_argument("--workers", type=int, default=1, help="FSDP2 ranks (processes started through torchrun)")
+    train.add_argument("--metrics-jsonl", type=Path, help="append every step's full metrics as JSON lines")
     train.set_defaults(func=_cmd_train)
     forecast = commands.add_parser("forecast", help="probe the base policy and predict zero-variance groups per n")
     forecast.add_argument("config", type=Path, help="a space file or a trainer YAML")

@@ -1,7 +1,7 @@
 """Hugging Face ``generate`` behind the generator seam: batched, left-padded, pure sampling (no top-k/top-p).
 
-It samples from the training policy object itself, so ``load_weights`` has nothing to copy and
-``sleep``/``wake`` nothing to free.
+On one process it samples from the training policy object itself; with FSDP2 ranks from an unsharded
+copy that ``load_weights`` refreshes after each update. ``sleep``/``wake`` have nothing to free.
 """
 
 from __future__ import annotations
@@ -51,7 +51,11 @@ class HFGenerator:
         return Completion(ids, logprobs, "length")
 
     def load_weights(self, state_dict: dict) -> None:
-        """Nothing to do: generation uses the policy module being trained."""
+        """Copy the trained policy's (full, unsharded) weights into the sampling model; a no-op when the
+        sampler is the policy module itself (one process)."""
+        if any(t.data_ptr() == p.data_ptr() for t, p in zip(state_dict.values(), self.model.state_dict().values())):
+            return
+        self.model.load_state_dict(state_dict, strict=False)
 
     def sleep(self) -> None:
         pass

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from grpo.algorithm import (
+    AGGREGATION_WEIGHTS,
     group_advantages,
     kl_estimator,
     kl_k1,
@@ -16,6 +17,7 @@ from grpo.algorithm import (
     loss_aggregation,
     masked_mean,
     ppo_clipped_loss,
+    rescale_to_global,
 )
 
 
@@ -127,6 +129,27 @@ def test_loss_aggregations_by_hand():
     assert loss_aggregation("seq-mean-token-mean")(loss, mask).item() == pytest.approx((2.0 + 10.0) / 2)  # 6.0
     # Dr. GRPO divides each sequence's sum by a constant (here 8), not by the padded width
     assert loss_aggregation("seq-mean-token-sum-norm")(loss, mask, 8).item() == pytest.approx((6 / 8 + 10 / 8) / 2)
+
+
+@pytest.mark.parametrize("name", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_rank_shares_sum_to_the_aggregation_of_the_whole_batch(name):
+    # the batch of test_loss_aggregations_by_hand plus a third sequence, split over two "ranks": rows {0} and {1, 2}
+    loss = torch.tensor([[1.0, 2.0, 3.0], [10.0, 20.0, 0.0], [4.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 0, 0]])
+    agg, weight = loss_aggregation(name), AGGREGATION_WEIGHTS[name]
+    whole = agg(loss, mask, 8).item()
+    parts = [(loss[:1], mask[:1]), (loss[1:], mask[1:])]
+    total_weight = sum(weight(m).item() for _, m in parts)
+    assert total_weight == weight(mask).item()  # tokens 6, non-empty sequences 3, sequences 3
+    shares = [rescale_to_global(agg(v, m, 8), weight(m).item(), total_weight).item() for v, m in parts]
+    assert sum(shares) == pytest.approx(whole)
+    # by hand for token-mean: rank 0 holds 1+2+3 over 3 tokens, rank 1 holds 10+4 over 2: (6 + 14) / 5
+    if name == "token-mean":
+        assert shares == pytest.approx([6 / 5, 14 / 5]) and whole == pytest.approx(4.0)
+
+
+def test_a_rank_with_no_tokens_contributes_nothing():
+    assert rescale_to_global(torch.tensor(3.0), 0.0, 5.0).item() == 0.0
 
 
 def test_unknown_variant_names_list_the_valid_ones():

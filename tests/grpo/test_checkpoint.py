@@ -1,6 +1,14 @@
-"""Checkpoints: an exact round trip, pruning, and a resumed run that repeats no step and matches a straight one."""
+"""Checkpoints: an exact round trip, pruning, and a run killed with SIGKILL that resumes from its last
+checkpoint, repeats no step, and matches an uninterrupted run."""
 
 from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +20,8 @@ from grpo.policy import load_policy
 from grpo.reporting import ListReporter
 from grpo.trainer import train
 from tests.conftest import TEST_MODEL
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_round_trip_restores_weights_optimizer_rng_and_data_position(tiny_base, tasks, tmp_path):
@@ -48,8 +58,12 @@ def test_keep_last_prunes_older_checkpoints(tiny_base, tasks, tmp_path):
         load_checkpoint(tmp_path, policy, optimizer, torch.Generator())
 
 
+def _sweep_train(config: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sweep", "train", str(config), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
 @pytest.mark.slow
-def test_resumed_run_continues_exactly_where_it_stopped(tmp_path):
+def test_kill_9_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(tmp_path):
     base = {
         "model": TEST_MODEL,
         "total_steps": 4,
@@ -60,12 +74,23 @@ def test_resumed_run_continues_exactly_where_it_stopped(tmp_path):
     straight = ListReporter()
     train(TrainerConfig.model_validate({**base, "checkpoint": {"interval": 2, "dir": str(tmp_path / "a")}}), straight)
     assert [s for s, _ in straight.reports] == [1, 2, 3, 4]
-    assert [p.rsplit("_", 1)[1] for p in straight.checkpoints] == ["2", "4"]
 
-    resumed = ListReporter()
-    cfg = {**base, "resume_from": str(tmp_path / "a" / "global_step_2"), "checkpoint": {"interval": 2, "dir": str(tmp_path / "b")}}
-    train(TrainerConfig.model_validate(cfg), resumed)
-    assert [s for s, _ in resumed.reports] == [3, 4]  # no step repeated or skipped
-    for (_, want), (_, got) in zip(straight.reports[2:], resumed.reports):
+    config = tmp_path / "trainer.yaml"
+    config.write_text(json.dumps({**base, "checkpoint": {"interval": 2, "dir": str(tmp_path / "b")}}))
+    victim = _sweep_train(config, "--metrics-jsonl", str(tmp_path / "killed.jsonl"))
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "b" / "global_step_2").is_dir():  # renamed into place only once complete
+        assert victim.poll() is None and time.monotonic() < deadline, "the run ended before its step-2 checkpoint"
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
+    done_before = [json.loads(line)["step"] for line in (tmp_path / "killed.jsonl").read_text().splitlines()]
+    assert done_before[:1] == [1] and 4 not in done_before  # killed mid-run (step 2 saved, maybe not yet reported)
+
+    resumed = _sweep_train(config, "--set", f"resume_from={tmp_path / 'b' / 'global_step_2'}", "--metrics-jsonl", str(tmp_path / "resumed.jsonl"))
+    assert resumed.wait(timeout=300) == 0, resumed.stdout.read().decode()[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "resumed.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [3, 4]  # no step repeated or skipped
+    for (_, want), got in zip(straight.reports[2:], rows):
         for key in ("reward/avg_pass_at_1", "rollout/response_tokens", "policy/loss", "policy/kl", "policy/grad_norm"):
             assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key

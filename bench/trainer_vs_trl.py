@@ -1,0 +1,134 @@
+"""Seconds per GRPO step: our trainer vs TRL's ``GRPOTrainer``, side by side in one process on CPU.
+
+Same tiny warm-started model and tokenizer, same single-turn hotel tasks (the one-call families), same
+settings: 8 prompts x 4 samples per step, up to 64 new tokens, temperature 1, KL 0.01 to a frozen
+reference (k3 in both), one optimizer step per batch, AdamW at the same LR, the same torch threads.
+Ours runs each episode against the live MCP server (one model turn, then the verifier reads the
+server's state); TRL's reward function replays the parsed call in-process against the same app code,
+which is cheaper than a server round trip, so the comparison does not flatter us. The first step of
+each (warm-up: allocation, server start) is left out.
+
+    python bench/trainer_vs_trl.py [--steps 6] [--threads 2]
+
+Needs ``trl`` (``pip install trl``; not a dependency of the project). Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from envs.local import get_app, tool_signatures  # noqa: E402
+from envs.protocol import ToolCall, parse_action  # noqa: E402
+from envs.task import Task, load_tasks  # noqa: E402
+from grpo.chat import opening_messages  # noqa: E402
+from grpo.config import DEFAULT_TASKS, TrainerConfig  # noqa: E402
+from grpo.reporting import ListReporter  # noqa: E402
+from grpo.trainer import train  # noqa: E402
+from grpo.warmstart import base_policy_path  # noqa: E402
+
+PROMPTS, SAMPLES, NEW_TOKENS, LR, KL = 8, 4, 64, 1e-4, 0.01
+MODEL = {"hidden_size": 128, "num_layers": 3, "num_heads": 4, "intermediate_size": 256, "warmstart_steps": 150}
+
+
+def single_turn_tasks(path: Path) -> list[Task]:
+    """The hotel tasks solved by one tool call, written to ``path`` (our trainer reads a file)."""
+    tasks = [t for t in load_tasks(DEFAULT_TASKS) if len(t.solution) == 1]
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return tasks
+
+
+def ours(tasks_file: Path, steps: int, threads: int) -> list[float]:
+    cfg = TrainerConfig.model_validate({
+        "model": MODEL, "total_steps": steps + 1, "torch_threads": threads, "seed": 0,
+        "env": {"tasks_path": str(tasks_file)},
+        "optim": {"lr": LR},
+        "algorithm": {"kl_coef": KL, "kl_estimator": "k3", "mini_batches": 1, "ppo_epochs": 1},
+        "rollout": {"prompts_per_step": PROMPTS, "n_samples_per_prompt": SAMPLES, "max_turns": 1, "max_generate_length": NEW_TOKENS, "temperature": 1.0},
+    })
+    reporter = ListReporter()
+    train(cfg, reporter)
+    return [m["timing/step_s"] for _, m in reporter.reports[1:]]
+
+
+def reward_by_replay(completions, task_json, **_) -> list[float]:
+    """TRL reward function: parse the answer, replay it against the app in-process, run the verifier."""
+    rewards = []
+    for completion, raw in zip(completions, task_json):
+        task = Task.model_validate_json(raw)
+        text = completion[0]["content"] if isinstance(completion, list) else completion
+        action = parse_action(text)
+        if not isinstance(action, ToolCall):
+            rewards.append(0.0)
+            continue
+        app = get_app(task.env_key)
+        start, final, _ = app.replay(task.env_variables, task.initial_state, [(action.name, action.arguments)])
+        rewards.append(app.verify(final, start, task.verifier))
+    return rewards
+
+
+def trl_steps(tasks: list[Task], base: Path, steps: int, threads: int, out: Path) -> list[float]:
+    from datasets import Dataset
+    from transformers import Qwen2ForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo.tiny import load_tokenizer
+
+    tokenizer = load_tokenizer(str(base))
+    rows = [{"prompt": opening_messages(t.prompt, tool_signatures(get_app(t.env_key)), t.env_variables), "task_json": t.model_dump_json()} for t in tasks]
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *args, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            times.append(time.perf_counter() - self.started)
+
+    args = GRPOConfig(
+        output_dir=str(out), use_cpu=True, bf16=False, fp16=False, report_to=[], logging_steps=1000, save_strategy="no",
+        max_steps=steps + 1, learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+        per_device_train_batch_size=PROMPTS * SAMPLES, gradient_accumulation_steps=1, num_generations=SAMPLES,
+        max_completion_length=NEW_TOKENS, temperature=1.0, top_k=0, top_p=1.0, beta=KL, num_iterations=1, loss_type="grpo",
+        seed=0, dataloader_num_workers=0, disable_tqdm=True,
+    )
+    model = Qwen2ForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_by_replay, args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=tokenizer, callbacks=[StepTimer()])
+    torch.set_num_threads(threads)
+    trainer.train()
+    return times[1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=6, help="timed steps of each (after one warm-up step)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks_file = Path(tmp) / "single_turn.jsonl"
+        tasks = single_turn_tasks(tasks_file)
+        base = base_policy_path(TrainerConfig.model_validate({"model": MODEL}).model, tasks, seed=0)
+        ours_s = ours(tasks_file, args.steps, args.threads)
+        trl_s = trl_steps(tasks, base, args.steps, args.threads, Path(tmp) / "trl")
+    ours_mean, trl_mean = statistics.fmean(ours_s), statistics.fmean(trl_s)
+    print(f"ours: {ours_mean:.3f} s/step over {len(ours_s)} steps {[round(s, 3) for s in ours_s]}")
+    print(f"TRL:  {trl_mean:.3f} s/step over {len(trl_s)} steps {[round(s, 3) for s in trl_s]}")
+    print(json.dumps({"bench": "trainer_vs_trl", "ours_s": round(ours_mean, 4), "baseline_s": round(trl_mean, 4), "ratio": round(ours_mean / trl_mean, 3),
+                      "steps": len(ours_s), "prompts": PROMPTS, "samples": SAMPLES, "threads": args.threads}))
+
+
+if __name__ == "__main__":
+    main()

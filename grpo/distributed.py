@@ -1,0 +1,130 @@
+"""Data-parallel training with FSDP2: the process group, sharding, and the few collectives the trainer needs.
+
+One trainer process per rank (torchrun, ``python -m sweep train --workers N``, or a Ray Train worker).
+Each rank runs the episodes of its share of the step's tasks, with a full (unsharded) copy of the policy
+as its generator, so ranks never wait on each other during multi-turn rollouts; the update runs on the
+FSDP2-sharded policy, whose gradients are averaged across ranks. Losses are normalised by the global
+token (or sequence) count, so N ranks give the same update as one process on the combined batch.
+Without a process group every function here is the single-process identity: the same code path runs
+on a laptop, under Tune with one worker, and on N CPU or GPU ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def sharded(self) -> bool:
+        return self.world > 1
+
+
+ONE_PROCESS = Ranks()
+
+
+def init_ranks() -> Ranks:
+    """Join the process group the launcher describes (``WORLD_SIZE`` > 1), or run as one process."""
+    if dist.is_available() and dist.is_initialized():
+        return Ranks(dist.get_rank(), dist.get_world_size())
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Ranks()
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size())
+
+
+def device() -> torch.device:
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def parallelize(model: torch.nn.Module, ranks: Ranks, bf16: bool = False) -> torch.nn.Module:
+    """Shard a causal LM with FSDP2: each decoder layer, then the root (embeddings, norm, head).
+
+    On one process the model is returned as it is. ``bf16`` computes in bfloat16 and reduces gradients in
+    float32 (the CUDA setting; CPU runs keep float32).
+    """
+    if not ranks.sharded:
+        return model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(device().type, (ranks.world,))
+    options: dict[str, Any] = {"mesh": mesh}
+    if bf16:
+        options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in decoder_layers(model):
+        fully_shard(layer, **options)
+    fully_shard(model, **options)
+    return model
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of a Hugging Face causal LM (``model.model.layers``)."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise TypeError(f"{type(model).__name__}: no model.layers to shard; parallelize knows Hugging Face causal LMs")
+    return list(layers)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter unsharded, on every rank (for the generator's copy of the weights)."""
+    if not any(type(p).__name__ == "DTensor" for p in model.parameters()):
+        return {k: v.detach() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+
+def sum_across(values: torch.Tensor | float, ranks: Ranks) -> torch.Tensor:
+    """The sum over ranks of a tensor or number (a float64 tensor; the value itself on one process)."""
+    tensor = torch.as_tensor(values, dtype=torch.float64).clone()
+    if ranks.sharded:
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def gather_lists(items: list, ranks: Ranks) -> list:
+    """Every rank's list, concatenated in rank order, on every rank."""
+    if not ranks.sharded:
+        return list(items)
+    gathered: list[list] = [[] for _ in range(ranks.world)]
+    dist.all_gather_object(gathered, items)
+    return [item for part in gathered for item in part]
+
+
+def barrier(ranks: Ranks) -> None:
+    if ranks.sharded:
+        dist.barrier()
+
+
+def torchrun(workers: int, args: list[str]) -> int:
+    """Run ``python <args>`` as ``workers`` ranks on this machine (torch's own launcher); the exit status."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={workers}", *args]
+    return subprocess.run(command, check=False).returncode
+
+
+def shutdown(ranks: Ranks) -> None:
+    if ranks.sharded and dist.is_initialized():
+        dist.destroy_process_group()

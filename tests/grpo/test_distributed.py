@@ -1,0 +1,99 @@
+"""FSDP2 on CPU (gloo): two ranks, each with half of a batch, make the same updates as one process with all of it.
+
+Losses, KL, clip fractions and gradient norms agree to 1e-5, each weight tensor after AdamW to 1e-4
+(as a relative norm: Adam divides a near-zero gradient by its own tiny scale, which can magnify float
+summation-order differences in a single element).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from grpo.batching import TrainBatch
+from grpo.distributed import ONE_PROCESS, full_state_dict, init_ranks, parallelize, shutdown
+from grpo.policy import load_policy
+from grpo.update import UpdateSettings, policy_update
+from tests.conftest import TEST_MODEL
+from tests.grpo.test_update import _batch
+
+AGGREGATIONS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+STEPS = 2
+KEYS = ("policy/loss", "policy/kl", "policy/grad_norm", "policy/clip_frac_low", "policy/clip_frac_high", "policy/entropy")
+
+
+def _settings(agg: str) -> UpdateSettings:
+    # two epochs: the second is off-policy, so the clip engages; KL against a frozen reference
+    return UpdateSettings(clip_low=0.1, clip_high=0.1, kl_coef=0.1, mini_batches=1, max_grad_norm=0.5, temperature=1.0, loss_agg=agg, ppo_epochs=2, norm_length=640)
+
+
+def _train(base: str, batch: TrainBatch, agg: str, ranks) -> tuple[list[dict], dict]:
+    torch.manual_seed(0)
+    policy = parallelize(load_policy(base), ranks)
+    reference = parallelize(load_policy(base, trainable=False), ranks)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    stats = [policy_update(policy, reference, optimizer, batch, _settings(agg), torch.Generator().manual_seed(0), ranks) for _ in range(STEPS)]
+    return stats, full_state_dict(policy)
+
+
+def _rank_main(rank: int, world: int, port: int, base: str, batch: TrainBatch, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    ranks = init_ranks()
+    mine = batch.select(torch.arange(rank, len(batch), world))  # uneven token counts on the two ranks
+    results = {agg: _train(base, mine, agg, ranks) for agg in AGGREGATIONS}
+    if ranks.main:
+        torch.save(results, out)
+    shutdown(ranks)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_fsdp2_ranks_match_one_process(tiny_base, chat, tasks, tmp_path):
+    batch = _batch(chat, [tasks[i] for i in (36, 0, 48, 12, 60, 24)], [1.0, -0.5, 0.8, -1.2, 0.3, -0.4])
+    assert batch.loss_mask[0::2].sum() != batch.loss_mask[1::2].sum()
+    out = tmp_path / "sharded.pt"
+    mp.spawn(_rank_main, args=(2, _free_port(), tiny_base, batch, str(out)), nprocs=2, join=True)
+    sharded = torch.load(out, weights_only=False)
+    for agg in AGGREGATIONS:
+        single_stats, single_weights = _train(tiny_base, batch, agg, ONE_PROCESS)
+        stats, weights = sharded[agg]
+        assert any(s["policy/clip_frac"] > 0 for s in single_stats), "the test should exercise the clip"
+        for want, got in zip(single_stats, stats):
+            for key in KEYS:
+                assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-6), (agg, key)
+        for name, tensor in single_weights.items():
+            assert (weights[name] - tensor).norm() <= 1e-4 * tensor.norm(), (agg, name)
+
+
+@pytest.mark.slow
+def test_sweep_train_with_two_workers(tmp_path, private_cache):
+    """``python -m sweep train --workers 2``: torchrun, FSDP2 ranks, one report per step from rank 0."""
+    config = tmp_path / "trainer.yaml"
+    config.write_text(json.dumps({
+        "model": TEST_MODEL, "total_steps": 2, "seed": 3,
+        "rollout": {"prompts_per_step": 4, "n_samples_per_prompt": 2, "max_turns": 2},
+        "checkpoint": {"interval": 1, "dir": str(tmp_path / "ckpt")},
+    }))
+    metrics = tmp_path / "metrics.jsonl"
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)}
+    run = subprocess.run([sys.executable, "-m", "sweep", "train", str(config), "--workers", "2", "--metrics-jsonl", str(metrics)],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]  # rank 0 reports, once per step
+    assert all(r["rollout/episodes"] == 8 for r in rows)  # both ranks' episodes are in the metrics
+    assert sorted(p.name for p in (tmp_path / "ckpt" / "global_step_2").iterdir()) == ["dcp", "rng.pt", "rng_1.pt", "trainer_state.json"]
