@@ -1,7 +1,7 @@
 """Where a sweep's results live, as one URI: a local directory or ``s3://bucket/prefix``.
 
-For S3-compatible servers the endpoint comes from the URI (``s3://bucket/prefix?endpoint_override=host:port&scheme=http``)
-or from ``AWS_ENDPOINT_URL``. Credentials come only from the environment (or the machine's role): a URI
+For S3-compatible servers the endpoint comes from the URI (``s3://bucket/prefix?endpoint_override=host:port&scheme=http``,
+also ``region=``) or from ``AWS_ENDPOINT_URL`` (and ``AWS_REGION``/``AWS_DEFAULT_REGION``). Credentials come only from the environment (or the machine's role): a URI
 that carries keys is refused, so no key is ever written into a config, a result or a log.
 
 Under ``{storage}/{name}/``: Tune's experiment (trial results, checkpoints), ``trajectories/{trial}/``,
@@ -16,6 +16,7 @@ Leaves out: other schemes (gs://, hdfs://) which pyarrow could serve but nothing
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,10 @@ import pyarrow.fs as pafs
 from grpo.configbase import ConfigError
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
+S3_QUERY_KEYS = ("endpoint_override", "scheme", "region")
+# pyarrow's default gives up on a request that stalls 3 s, which a busy S3-compatible server can exceed
+S3_REQUEST_TIMEOUT_S = 60.0
+S3_CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -87,17 +92,36 @@ def open_storage(uri: str) -> Storage:
     scheme = urlsplit(uri).scheme
     if scheme != "s3":
         raise ConfigError(f"key 'storage' = {uri!r}: scheme {scheme}:// is not supported; allowed: a local directory or s3://bucket/prefix")
-    secrets = sorted(set(parse_qs(urlsplit(uri).query)) & set(SECRET_QUERY_KEYS))
+    parts = urlsplit(uri)
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    secrets = sorted(set(query) & set(SECRET_QUERY_KEYS))
     if secrets:
         raise ConfigError(
             f"key 'storage': the URI carries {', '.join(secrets)}; credentials come only from the environment "
             "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): remove them from the URI"
         )
-    try:
-        fs, root = pafs.FileSystem.from_uri(uri)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"key 'storage' = {uri!r}: {exc}") from None
-    return Storage(uri, fs, root.rstrip("/"))
+    unknown = sorted(set(query) - set(S3_QUERY_KEYS))
+    if unknown or not parts.netloc:
+        problem = f"unknown option {', '.join(unknown)}" if unknown else "no bucket"
+        raise ConfigError(f"key 'storage' = {uri!r}: {problem}; write s3://bucket/prefix, optionally ?{'&'.join(k + '=...' for k in S3_QUERY_KEYS)}")
+    fs = pafs.S3FileSystem(request_timeout=S3_REQUEST_TIMEOUT_S, connect_timeout=S3_CONNECT_TIMEOUT_S, **_s3_options(query))
+    return Storage(uri, fs, (parts.netloc + parts.path).rstrip("/"))
+
+
+def _s3_options(query: dict[str, str]) -> dict[str, str]:
+    """Endpoint, scheme and region from the URI's query, else from AWS_ENDPOINT_URL / AWS_REGION / AWS_DEFAULT_REGION."""
+    options: dict[str, str] = {}
+    endpoint = query.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL", "")
+    if "://" in endpoint:
+        options["scheme"], endpoint = endpoint.split("://", 1)
+    if endpoint:
+        options["endpoint_override"] = endpoint.rstrip("/")
+    if query.get("scheme"):
+        options["scheme"] = query["scheme"]
+    region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["region"] = region
+    return options
 
 
 def split_experiment(uri: str) -> tuple[str, str]:
