@@ -198,6 +198,7 @@ def test_backoff_is_capped():
     assert client.backoff(10) == 3.0
 
 
+@pytest.mark.slow
 def test_64_episodes_with_a_cap_of_8_never_open_more_than_8(fault_server):
     client = EnvClient(fault_server.base_url, max_sessions=8)
     open_now, peak_client = [0], [0]
