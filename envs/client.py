@@ -161,7 +161,9 @@ class EnvClient:
                     return  # the episode is done; only closing a dead connection failed
                 if isinstance(error, EnvError):
                     self.stats.env_errors += 1
-                raise error from (None if error is exc or error is body_error else exc)
+                if error is exc or error is body_error:
+                    raise error  # noqa: B904 -- as the caller or the environment raised it, its own cause kept
+                raise error from exc
 
     def _outcome(self, cause: BaseException, raised: BaseException, episode_id: str) -> BaseException:
         """What leaves ``episode``: an EnvError for environment failures; the caller's own exception (a bug, a
