@@ -85,7 +85,7 @@ def test_wandb_offline_and_tensorboard_from_a_real_sweep(tmp_path, monkeypatch):
         "name": "logged",
         "trainer": tiny_trainer(total_steps=2),
         "space": {"optim.lr": {"choice": [1e-3, 2e-3]}},
-        "search": {"searcher": "grid"},
+        "search": {"searcher": "grid", "num_samples": 1},
         "scheduler": {"type": "fifo"},
         "logging": {"wandb": {"enabled": True, "project": "grpo-sweep-test", "mode": "offline"}, "tensorboard": True},
     })

@@ -22,7 +22,7 @@ def test_median_stops_the_trial_below_the_others(tmp_path):
         "name": "median",
         "trainer": tiny_trainer(total_steps=3),
         "space": {"optim.lr": {"grid": [1e-2, 1e-3, 1e-6]}},
-        "search": {"searcher": "grid", "metric": "policy/lr", "mode": "max"},
+        "search": {"searcher": "grid", "num_samples": 1, "metric": "policy/lr", "mode": "max"},
         "scheduler": {"type": "median", "grace_period": 2, "min_samples_required": 1},
     })
     rows = {row.config["optim.lr"]: row for row in leaderboard_rows(cfg, fit(cfg))}
@@ -35,9 +35,9 @@ def test_pbt_exploits_a_better_trials_checkpoint(tmp_path):
     cfg = load_space(tmp_path, {
         "name": "pbt",
         "trainer": tiny_trainer(total_steps=6, checkpoint={"interval": 1}),
-        "space": {"optim.lr": {"grid": [1e-2]}, "rollout.n_samples_per_prompt": {"grid": [2]}},
-        "search": {"searcher": "grid", "metric": "policy/lr", "mode": "max",
-                   "points_to_evaluate": [{"optim.lr": 1e-4, "rollout.n_samples_per_prompt": 4}]},
+        "space": {"optim.lr": {"choice": [1e-4, 1e-2]}, "rollout.n_samples_per_prompt": {"choice": [2, 4]}},
+        "search": {"searcher": "random", "num_samples": 2, "metric": "policy/lr", "mode": "max",
+                   "points_to_evaluate": [{"optim.lr": 1e-4, "rollout.n_samples_per_prompt": 4}, {"optim.lr": 1e-2, "rollout.n_samples_per_prompt": 2}]},
         "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5, "resample_probability": 0.0,
                       "mutations": {"optim.lr": {"loguniform": [1e-5, 5e-2]}}},
     })
