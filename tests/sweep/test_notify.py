@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -68,6 +69,7 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
         for key, value in old.items():
             os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def trainable(config):
@@ -82,7 +84,7 @@ def trainable(config):
 
 
 @pytest.mark.slow
-def test_webhook_sees_the_sweep_in_order(tmp_path):
+def test_webhook_sees_the_sweep_in_order(tmp_path, monkeypatch):
     from ray import tune
     from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 
@@ -93,7 +95,7 @@ def test_webhook_sees_the_sweep_in_order(tmp_path):
 
     results = results_location(str(tmp_path), "notify")
     with Webhook() as hook, local_ray():
-        os.environ["GRPO_TEST_NOTIFY_WEBHOOK"] = hook.url
+        monkeypatch.setenv("GRPO_TEST_NOTIFY_WEBHOOK", hook.url)
         notifier = SweepNotifier("notify", results, "reward/avg_pass_at_1", "max", total_steps=4, zero_signal=(1e-3, 2),
                                  webhook_env="GRPO_TEST_NOTIFY_WEBHOOK")
         tuner = tune.Tuner(
@@ -104,7 +106,6 @@ def test_webhook_sees_the_sweep_in_order(tmp_path):
                                       stop=CombinedStopper(MaximumIterationStopper(4), ZeroSignal(1e-3, 2))),
         )
         tuner.fit()
-        del os.environ["GRPO_TEST_NOTIFY_WEBHOOK"]
     texts = hook.texts
     assert len(texts) == 5, texts
     assert texts[0].startswith("sweep notify started: 3 trials of up to 4 steps") and results in texts[0]
