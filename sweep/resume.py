@@ -3,42 +3,21 @@
 At start a sweep writes ``sweep_config.json`` (the validated SweepConfig) beside Tune's experiment; resume
 rebuilds the trainable from it and hands it to ``Tuner.restore``. Tune snapshots its experiment state
 (trial statuses, searcher) every ``TUNE_GLOBAL_CHECKPOINT_S`` seconds; we set 1 s (Tune's default is at
-least 10 s, and a trial resumes from the checkpoint the last snapshot knew). ``StudySync`` copies the
-Optuna study up after each trial ends (S3 only). Imports Ray: load it only when a sweep runs.
+least 10 s); the Optuna searcher copies its study to storage each time Tune saves it with a snapshot
+(``sweep.tuner.HonestOptunaSearch.save``), so the stored study is never older than the stored snapshot.
 """
 
 from __future__ import annotations
 
 import os
 
-from ray.tune import Callback
-
 from grpo.configbase import ConfigError, validate
 from sweep.config import SweepConfig
-from sweep.storage import Storage, open_storage, optuna_db_path, push_study
+from sweep.storage import Storage, optuna_db_path
 
 CONFIG_FILE = "sweep_config.json"
 STATE_FILE = "tuner.pkl"
 SNAPSHOT_PERIOD_S = "1"
-
-
-class StudySync(Callback):
-    """Copies the local Optuna study to ``{storage}/{name}/optuna.db`` whenever a trial ends, and at the end.
-
-    Holds only the storage URI (no filesystem, no credentials): Tune pickles callbacks with the experiment.
-    """
-
-    def __init__(self, storage: str, name: str):
-        self.storage, self.name = storage, name
-
-    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
-        push_study(open_storage(self.storage), self.name)
-
-    def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        push_study(open_storage(self.storage), self.name)
-
-    def on_experiment_end(self, trials, **info) -> None:
-        push_study(open_storage(self.storage), self.name)
 
 
 def experiment_uri(storage: str, name: str) -> str:

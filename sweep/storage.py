@@ -7,8 +7,8 @@ that carries keys is refused, so no key is ever written into a config, a result 
 Under ``{storage}/{name}/``: Tune's experiment (trial results, checkpoints), ``trajectories/{trial}/``,
 ``leaderboard.json``, ``sweep_config.json`` (what ``sweep resume`` rebuilds the sweep from) and
 ``optuna.db``. SQLite cannot live on S3, so with S3 the study is kept in a local directory named after the
-experiment (the same on every machine, since Tune pickles the searcher with its path) and copied up after
-each trial ends; ``sweep resume`` copies it down first.
+experiment (the same on every machine, since Tune pickles the searcher with its path) and copied up
+whenever Tune snapshots the searcher; ``sweep resume`` copies it down first.
 
 Leaves out: other schemes (gs://, hdfs://) which pyarrow could serve but nothing here tests.
 """
@@ -146,11 +146,18 @@ def optuna_db_path(store: Storage, name: str) -> Path:
     return Path(tempfile.gettempdir()) / "grpo-sweep-optuna" / key / "optuna.db"
 
 
+_PUSHED: dict[Path, tuple[int, int]] = {}  # the study file's (size, mtime) when last copied up
+
+
 def push_study(store: Storage, name: str) -> None:
-    """Copy the local study up to ``{name}/optuna.db`` (S3 only; a local study already lives there)."""
+    """Copy the local study up to ``{name}/optuna.db`` when it changed (S3 only; a local study already lives there)."""
     local = optuna_db_path(store, name)
-    if not store.is_local and local.is_file():
+    if store.is_local or not local.is_file():
+        return
+    stamp = (local.stat().st_size, local.stat().st_mtime_ns)
+    if _PUSHED.get(local) != stamp:
         store.upload(local, name, "optuna.db")
+        _PUSHED[local] = stamp
 
 
 def pull_study(store: Storage, name: str) -> Path:

@@ -22,12 +22,11 @@ from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 from sweep.config import SweepConfig
 from sweep.loggers import logging_callbacks
 from sweep.notify import notifiers
-from sweep.resume import StudySync
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
 from sweep.space import OptunaSpace, grid_search_points, inactive_values, tune_param_space
 from sweep.stoppers import ZeroSignalStopper
-from sweep.storage import open_storage, optuna_db_path
+from sweep.storage import open_storage, optuna_db_path, push_study
 from sweep.trial import run_trial
 
 
@@ -52,9 +51,17 @@ class HonestOptunaSearch(OptunaSearch):
     stopped trial look like a finished one to TPE and to later importance analysis.
     """
 
-    def __init__(self, *args: Any, total_steps: int, **kwargs: Any):
+    def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._total_steps = total_steps
+        self._study_copy = study_copy  # (storage URI, sweep name): where the study goes after each save
+
+    def save(self, checkpoint_path: str) -> None:
+        """Tune saves the searcher with every experiment snapshot; the study is copied to storage right
+        after (S3; a local one is already there), so no snapshot names an Optuna trial the stored study lacks."""
+        super().save(checkpoint_path)
+        if self._study_copy:
+            push_study(open_storage(self._study_copy[0]), self._study_copy[1])
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         steps = (result or {}).get("training_iteration", self._total_steps)
@@ -78,6 +85,7 @@ def build_searcher(cfg: SweepConfig):
             points_to_evaluate=cfg.search.points_to_evaluate or None,
             study_name=cfg.name,
             storage=optuna.storages.RDBStorage(f"sqlite:///{optuna_db(cfg)}"),
+            study_copy=(cfg.storage, cfg.name),
         )
     if cfg.search.searcher == "grid":  # every combination listed up front: conditional keys multiply only where active
         return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg))
@@ -124,7 +132,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             name=cfg.name,
             storage_path=store.root,
             storage_filesystem=None if store.is_local else store.fs,
-            callbacks=[StudySync(cfg.storage, cfg.name), *logging_callbacks(cfg), *notifiers(cfg)],
+            callbacks=[*logging_callbacks(cfg), *notifiers(cfg)],
             stop=build_stopper(cfg),
             verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),
