@@ -1,0 +1,107 @@
+# ruff: noqa: F811  (the S3 fixtures are imported by name and requested by name)
+"""Storage URIs, the mirror of trial outputs to S3, and trial histories read back one row per step.
+
+Against moto's real S3 server on 127.0.0.1 (no mocks) and local directories.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpo.configbase import ConfigError
+from sweep.results import keep_before_resume, trial_history
+from sweep.resume import experiment_uri
+from sweep.storage import DirMirror, open_storage, optuna_db_path, pull_study, push_study, split_experiment
+from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
+
+
+def test_local_storage_is_an_absolute_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = open_storage("results")
+    assert store.is_local and store.root == str(tmp_path / "results")
+    store.write_text("{}", "demo", "leaderboard.json")
+    assert (tmp_path / "results" / "demo" / "leaderboard.json").read_text() == "{}"
+    assert optuna_db_path(store, "demo") == tmp_path / "results" / "demo" / "optuna.db"
+
+
+@pytest.mark.parametrize(
+    "uri, words",
+    [
+        ("s3://bucket/p?access_key=AKIA", ["access_key", "environment"]),
+        ("s3://bucket/p?secret_key=x&region=us-east-1", ["secret_key"]),
+        ("s3://bucket/p?colour=blue", ["unknown option colour", "endpoint_override"]),
+        ("gs://bucket/p", ["gs://", "s3://bucket/prefix"]),
+        ("s3:///p", ["no bucket"]),
+    ],
+)
+def test_bad_storage_uris_say_what_is_allowed(uri, words):
+    with pytest.raises(ConfigError) as err:
+        open_storage(uri)
+    assert "storage" in str(err.value) and all(w in str(err.value) for w in words)
+
+
+def test_experiment_uris_split_and_join_keeping_the_endpoint():
+    uri = "s3://bucket/prefix/demo?endpoint_override=127.0.0.1:9000&scheme=http"
+    storage, name = split_experiment(uri)
+    assert (storage, name) == ("s3://bucket/prefix?endpoint_override=127.0.0.1:9000&scheme=http", "demo")
+    assert experiment_uri(storage, name) == uri
+
+
+def test_s3_storage_from_the_uri_query_or_the_environment(s3_bucket, monkeypatch):
+    with_query = open_storage(f"s3://{s3_bucket.name}/sweeps?endpoint_override={s3_bucket.server.host_port}&scheme=http")
+    with_query.write_text("hello", "demo", "a.txt")
+    assert s3_bucket.read("sweeps/demo/a.txt") == b"hello"
+    from_env = open_storage(f"s3://{s3_bucket.name}/sweeps")  # AWS_ENDPOINT_URL set by the fixture
+    assert from_env.read_text("demo", "a.txt") == "hello" and from_env.display("demo") == f"s3://{s3_bucket.name}/sweeps/demo"
+    assert not from_env.is_local and from_env.exists("demo") and not from_env.exists("other")
+
+
+def test_mirror_uploads_new_and_changed_files_and_resumes_from_the_bucket(s3_bucket, tmp_path):
+    store = open_storage(s3_bucket.uri("sweeps"))
+    first = DirMirror(tmp_path / "a", store, "demo", "trajectories", "t1")
+    first.pull()  # nothing there yet
+    (tmp_path / "a" / "global_step_0").mkdir(parents=True)
+    (tmp_path / "a" / "global_step_0" / "hotel.jsonl").write_text('{"score": 1}\n')
+    (tmp_path / "a" / "aggregated_results.jsonl").write_text('{"global_step": 0}\n')
+    first.push()
+    prefix = "sweeps/demo/trajectories/t1/"
+    assert sorted(k for k in s3_bucket.keys(prefix) if not k.endswith("/")) == [prefix + "aggregated_results.jsonl", prefix + "global_step_0/hotel.jsonl"]
+
+    second = DirMirror(tmp_path / "b", store, "demo", "trajectories", "t1")  # another machine resumes the trial
+    second.pull()
+    with open(tmp_path / "b" / "aggregated_results.jsonl", "a") as f:
+        f.write('{"global_step": 2}\n')
+    second.push()
+    lines = s3_bucket.read(prefix + "aggregated_results.jsonl").decode().splitlines()
+    assert [json.loads(line)["global_step"] for line in lines] == [0, 2]
+
+
+def test_study_goes_up_and_comes_down_by_experiment(s3_bucket):
+    store = open_storage(s3_bucket.uri("sweeps"))
+    local = optuna_db_path(store, "demo")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_bytes(b"SQLite format 3\0study")
+    push_study(store, "demo")
+    assert s3_bucket.read("sweeps/demo/optuna.db") == b"SQLite format 3\0study"
+    local.unlink()
+    assert pull_study(store, "demo").read_bytes() == b"SQLite format 3\0study"
+
+
+def _rows(path, steps, tag):
+    path.write_text("".join(json.dumps({"training_iteration": s, "step": s, "tag": tag}) + "\n" for s in steps))
+
+
+def test_history_has_each_step_once_with_redone_steps_replacing_the_first_run(tmp_path):
+    trial = tmp_path / "exp" / "run_trial_0"
+    trial.mkdir(parents=True)
+    _rows(trial / "result.json", [1, 2, 3], "first")
+    assert keep_before_resume(open_storage(str(tmp_path)).fs, str(tmp_path / "exp")) == 1
+    _rows(trial / "result.json", [3, 4], "resumed")  # Tune's restore starts result.json afresh
+    with open(trial / "result.json", "a") as f:
+        f.write('{"training_iteration": 5, "st')  # the driver died mid-write
+    (trial / "steps").mkdir()
+    (trial / "steps" / "step_000005.json").write_text(json.dumps({"step": 5, "training_iteration": 5, "tag": "recorded"}))
+    history = trial_history(trial)
+    assert [(r["step"], r["tag"]) for r in history] == [(1, "first"), (2, "first"), (3, "resumed"), (4, "resumed"), (5, "recorded")]
