@@ -105,3 +105,24 @@ def test_history_has_each_step_once_with_redone_steps_replacing_the_first_run(tm
     (trial / "steps" / "step_000005.json").write_text(json.dumps({"step": 5, "training_iteration": 5, "tag": "recorded"}))
     history = trial_history(trial)
     assert [(r["step"], r["tag"]) for r in history] == [(1, "first"), (2, "first"), (3, "resumed"), (4, "resumed"), (5, "recorded")]
+
+
+def test_run_refuses_an_existing_sweep_unless_fresh(tmp_path):
+    from sweep.resume import start_fresh
+
+    store = open_storage(str(tmp_path / "results"))
+    store.write_text("state", "demo", "tuner.pkl")
+    with pytest.raises(ConfigError) as err:
+        start_fresh(store, "demo", fresh=False, space="space.yaml")
+    message = str(err.value)
+    assert "already exists" in message and f"python -m sweep resume {tmp_path / 'results' / 'demo'}" in message and "space.yaml --fresh" in message
+    start_fresh(store, "demo", fresh=True, space="space.yaml")
+    assert not store.exists("demo")
+    start_fresh(store, "other", fresh=False, space="space.yaml")  # nothing there: nothing to refuse
+
+
+def test_resume_names_what_is_missing(tmp_path):
+    from sweep.run import resume_sweep
+
+    with pytest.raises(ConfigError, match="no sweep to resume here"):
+        resume_sweep(str(tmp_path / "results" / "demo"))
