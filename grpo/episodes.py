@@ -122,7 +122,7 @@ async def _run_episode(
             traj.reward = await session.score()
             traj.filter_overlong(limits.max_sequence_length)
     except EnvError as exc:
-        traj.env_error, traj.stop_reason, traj.error = True, "env_error", str(exc)
+        traj.env_error, traj.stop_reason, traj.error = True, getattr(exc, "outcome", "env_error"), str(exc)  # env_error or verifier_error
     finally:
         release()
     return traj

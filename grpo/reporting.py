@@ -9,7 +9,11 @@ from typing import Protocol, TextIO
 
 class Reporter(Protocol):
     def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
-        """Called exactly once per step; ``checkpoint`` is the directory saved at this step, if any."""
+        """Called exactly once per step; ``checkpoint`` is the directory saved at this step, if any.
+
+        With several ranks only rank 0 reports (its metrics cover every rank's episodes), unless the
+        reporter has ``all_ranks = True`` (Ray Train workers, which must all report each step).
+        """
 
 
 class ConsoleReporter:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from envs.client import EnvClient
-from envs.local.launch import LocalEnvServer
+from envs.local.launch import EnvServerPool
 from grpo.algorithm import group_advantages
 from grpo.batching import collate
 from grpo.chat import ChatFormat
@@ -60,20 +59,19 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
         torch.set_num_threads(cfg.torch_threads)
     ranks = init_ranks()
     check_world(cfg, ranks)
-    torch.manual_seed(cfg.seed + ranks.rank)  # ranks sample different episodes
     if cfg.output_dir and ranks.main:  # the resolved config beside the trial's outputs (there are no secrets in it)
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
         (Path(cfg.output_dir) / "trainer_config.json").write_text(cfg.model_dump_json(indent=2))
     train_tasks, eval_tasks = trial_tasks(cfg)
     models = build_models(cfg, train_tasks, ranks)
+    # seeded after the models: building the cached base policy (or not) must not change the samples; ranks sample differently
+    torch.manual_seed(cfg.seed + ranks.rank)
     sampler = TaskSampler(train_tasks, cfg.seed)
     shuffle = torch.Generator().manual_seed(cfg.seed)
     first_step = resume(cfg, models, sampler, shuffle) + 1
     saves_to = checkpoint_root(cfg) if cfg.checkpoint.interval else None
     latest_eval: dict[str, float] = {}
-    with ExitStack() as stack:
-        env_keys = sorted({t.env_key for t in train_tasks + eval_tasks})
-        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in env_keys}
+    with EnvServerPool(sorted({t.env_key for t in train_tasks + eval_tasks})) as urls:
         for step in range(first_step, cfg.total_steps + 1):
             set_learning_rate(cfg, models.optimizer, step)
             if eval_tasks and step == first_step and ranks.main:
@@ -87,7 +85,7 @@ def train(cfg: TrainerConfig, reporter: Reporter) -> None:
             if saves_to and (step % cfg.checkpoint.interval == 0 or last):
                 state = TrainerState(step, sampler.state())
                 saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last, ranks))
-            if ranks.main:
+            if ranks.main or getattr(reporter, "all_ranks", False):  # Ray Train wants a report from every rank
                 reporter.report(step, {**metrics, **latest_eval}, saved)
     shutdown(ranks)
 
@@ -134,6 +132,8 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str
 def build_models(cfg: TrainerConfig, tasks, ranks: Ranks = ONE_PROCESS) -> Models:
     """Policy and reference, sharded with FSDP2 when there are several ranks; the generator then samples
     from an unsharded copy refreshed after every update (on one process: from the policy itself)."""
+    if cfg.rollout.backend != "hf":
+        raise NotImplementedError(f"rollout.backend={cfg.rollout.backend!r}: only 'hf' (Hugging Face generate) samples today; the vLLM generator is not built yet")
     tokenizer, load = policy_source(cfg, tasks, ranks)
     chat = ChatFormat(tokenizer)
     bf16 = torch.cuda.is_available() and cfg.model.dtype == "bfloat16"

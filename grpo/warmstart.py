@@ -178,6 +178,9 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = TrainerConfig.model_validate(json.loads((argv or sys.argv[1:])[0]))
+    if cfg.model.name_or_path:  # a pretrained policy: nothing to warm-start
+        print(cfg.model.name_or_path)
+        return
     torch.set_num_threads(os.cpu_count() or 1)
     print(base_policy_path(cfg.model, trial_tasks(cfg)[0], cfg.seed))
 

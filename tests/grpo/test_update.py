@@ -53,3 +53,25 @@ def test_later_mini_batches_are_clipped_and_kl_grows(tiny_base, chat, tasks):
     assert stats["policy/clip_frac"] == pytest.approx(stats["policy/clip_frac_low"] + stats["policy/clip_frac_high"])
     assert stats["policy/kl"] > 0.0
     assert all(not p.requires_grad for p in reference.parameters())
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_tool_result_and_overlong_tokens_get_no_gradient(chat, tasks, agg):
+    from grpo.algorithm import kl_k3, loss_aggregation, ppo_clipped_loss
+
+    # a two-call episode (tool results inside) and the same episode truncated by the overlong filter
+    batch = _batch(chat, [tasks[40], tasks[40]], [1.0, -1.0])
+    batch.loss_mask[1] = 0.0  # what Trajectory.filter_overlong leaves: nothing of it is trained on
+    steps = batch.loss_mask.shape[1]
+    logprobs = torch.full((2, steps), -1.0, requires_grad=True)
+    old, ref = torch.full((2, steps), -1.1), torch.full((2, steps), -0.9)
+    mask = batch.loss_mask
+    agg_fn = loss_aggregation(agg)
+    loss = agg_fn(ppo_clipped_loss(logprobs, old, batch.advantages, 0.2, 0.2).loss, mask, 640) + 0.1 * agg_fn(kl_k3(logprobs, ref), mask, 640)
+    loss.backward()
+    grad = logprobs.grad
+    assert (grad[mask == 0] == 0).all()  # prompt, tool results, padding, the overlong sequence
+    assert (grad[0][mask[0] == 1] != 0).all()  # every token the model wrote in the kept episode
+    tool_positions = (mask[0] == 0).nonzero().flatten()
+    first_own, last_own = (mask[0] == 1).nonzero().flatten()[[0, -1]]
+    assert ((tool_positions > first_own) & (tool_positions < last_own)).any()  # masked tokens between model turns exist
