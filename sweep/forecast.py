@@ -95,6 +95,7 @@ class Suggestion:
     always_solved: list[str]
     never_solved: list[str]
     flagged_envs: list[tuple[str, str, float]]  # (env_key, SATURATED | FAILING, mean success)
+    kept: int = 0  # tasks with some signal in the probe
 
 
 def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance: float = 0.05) -> Suggestion:
@@ -115,6 +116,7 @@ def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance
         always_solved=[r.task_key for r in results if r.successes == r.samples],
         never_solved=[r.task_key for r in results if r.successes == 0],
         flagged_envs=flagged,
+        kept=len(kept),
     )
 
 
@@ -126,8 +128,12 @@ def suggestion_lines(s: Suggestion, k: int) -> list[str]:
     """The suggestion in words, one finding a line."""
     lines = [f"flag: env {env} is {status} for the base policy (mean success {mean:.3f})" for env, status, mean in s.flagged_envs]
     span = str(s.n_low) if s.n_low == s.n_high else f"{s.n_low}–{s.n_high}"
-    lines.append(f"suggested n_samples_per_prompt: {span} (expected zero-variance share over the tasks kept: "
-                 f"{s.zero_var_low:.3f} at n={s.n_low}, {s.zero_var_high:.3f} at n={s.n_high})")
+    if not s.kept:
+        lines.append("suggested n_samples_per_prompt: none helps, every probed task was always or never solved: "
+                     "change the tasks or the base policy first")
+    else:
+        lines.append(f"suggested n_samples_per_prompt: {span} (expected zero-variance share over the {s.kept} tasks kept: "
+                     f"{s.zero_var_low:.3f} at n={s.n_low}, {s.zero_var_high:.3f} at n={s.n_high})")
     lines.append(f"tasks to drop (no signal at any n; from {k} samples each, so a rare success can hide): "
                  f"always solved {len(s.always_solved)}: {_listing(s.always_solved)}; never solved {len(s.never_solved)}: {_listing(s.never_solved)}")
     return lines

@@ -12,6 +12,7 @@ from sweep.forecast import (
     expected_zero_variance,
     forecast_table,
     suggest,
+    suggestion_lines,
     tasks_without_signal,
     zero_variance_estimate,
     zero_variance_probability,
@@ -88,6 +89,8 @@ def test_suggestion_range_tasks_to_drop_and_flags():
     assert s.always_solved == ["x"] and s.never_solved == ["m"]
     assert s.flagged_envs == [("mail", "FAILING", 0.0)]
     assert suggest(results, [2, 4, 8], tolerance=0.5).n_low == 2
+    lines = suggestion_lines(suggest([ProbeResult("m", "mail", 0, 8)], [2, 4]), k=8)
+    assert "none helps" in lines[-2] and lines[0].startswith("flag: env mail is FAILING")
 
 
 @pytest.mark.slow
