@@ -96,7 +96,7 @@ def build_report(uri: str, out: Path, th: Thresholds | None = None, min_complete
         trials=trials, env_rows=env_rows,
         diagnoses=diagnose([trial_curves(by_id[t.trial_id], use_eval) for t in trials], env_rows, th),
         importance=_importance(store, sweep.name, min_complete),
-        trajectories=analyze(list(read_episodes(store, [t.trial_id for t in trials]))),
+        trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
     )
     rep.plots = _plots(sweep, rep, out)
     return rep

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from statistics import fmean
 
 from sweep.report.store import SweepStore
 
@@ -155,10 +155,19 @@ class TrajectoryAnalysis:
     failures: list[FailureGroup] = field(default_factory=list)
 
 
-def analyze(episodes: list[Episode], example_chars: int = 240) -> TrajectoryAnalysis:
-    """Per-env activity and the failure groups, most frequent first, each with its first example."""
+def analyze(episodes: Iterable[Episode], example_chars: int = 240) -> TrajectoryAnalysis:
+    """Per-env activity and the failure groups, most frequent first, each with its first example.
+
+    One pass with running sums, so a sweep's dumps need not fit in memory at once.
+    """
     groups = {name: FailureGroup(name) for name in FAILURES}
+    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # episodes, passes, turns, tool calls
     for e in episodes:
+        total = sums[e.env]
+        total[0] += 1
+        total[1] += e.score >= 0.5
+        total[2] += e.turns
+        total[3] += e.tool_calls
         for name, rule in FAILURES.items():
             if (hit := rule(e)) is None:
                 continue
@@ -167,9 +176,6 @@ def analyze(episodes: list[Episode], example_chars: int = 240) -> TrajectoryAnal
             g.failed += e.score < 0.5
             if not g.example:
                 g.example, g.where = hit[:example_chars], f"trial {e.trial}, step {e.step}, {e.task_key}"
-    envs = []
-    for env in sorted({e.env for e in episodes}):
-        mine = [e for e in episodes if e.env == env]
-        envs.append(EnvActivity(env, len(mine), fmean(e.score >= 0.5 for e in mine), fmean(e.turns for e in mine), fmean(e.tool_calls for e in mine)))
+    envs = [EnvActivity(env, int(n), passes / n, turns / n, calls / n) for env, (n, passes, turns, calls) in sorted(sums.items())]
     found = sorted((g for g in groups.values() if g.episodes), key=lambda g: -g.episodes)
-    return TrajectoryAnalysis(len(episodes), envs, found)
+    return TrajectoryAnalysis(sum(e.episodes for e in envs), envs, found)
