@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ray.air.integrations.wandb import WandbLoggerCallback
+from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 
@@ -22,12 +22,26 @@ from sweep.config import SweepConfig
 SECRET = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
 
 
+class FlushingWandbActor(_WandbLoggingActor):
+    """Ray's per-trial W&B actor, waiting for W&B's service to write everything before the actor is killed.
+
+    ``wandb.finish()`` returns before wandb-core has flushed the run file, and Ray kills the actor as soon as
+    ``run`` returns: an early trial's offline run then lacks its history (seen with wandb 0.31).
+    """
+
+    def run(self) -> None:
+        super().run()
+        self._wandb.teardown()
+
+
 class SweepWandb(WandbLoggerCallback):
     """Ray's W&B callback, with offline mode that needs no key.
 
     Ray checks for an API key in the driver unless ``WANDB_MODE`` is offline/disabled in the environment,
     and ``mode=`` alone does not satisfy that check, so the mode is exported before the check runs.
     """
+
+    _logger_actor_cls = FlushingWandbActor
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         mode = self.kwargs.get("mode")

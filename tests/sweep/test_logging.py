@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,29 @@ from sweep.live import LiveProgress
 from tests.sweep.tiny_sweep import fit, load_space, ray_session, tiny_trainer  # noqa: F401 (ray_session is a fixture)
 
 METRIC = "reward/avg_pass_at_1"
+
+
+def wandb_records(path: Path) -> Iterator:
+    """The protobuf records of an offline W&B run file (a LevelDB-style log of 32 KiB blocks; wandb 0.31 has no Python reader)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, pending = 7, 32768, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if length == 0 and kind == 0:
+            break
+        pending += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a full record, or the last piece of one
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            yield record
 
 
 def _trial(trial_id: str, lr: float):
@@ -92,16 +117,17 @@ def test_wandb_offline_and_tensorboard_from_a_real_sweep(tmp_path, monkeypatch):
     results = fit(cfg)
     os.environ.pop("WANDB_MODE", None)
     experiment = Path(cfg.storage) / cfg.name
-    runs = sorted((experiment / "wandb").glob("offline-run-*"))
+    runs = sorted((experiment / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(runs) == len(results) == 2
     trial_ids = {r.metrics["trial_id"] for r in results}
     for run in runs:
-        summary = (run / "files" / "wandb-summary.json").read_text()
-        assert METRIC in summary and "reward/variance_per_prompt" in summary
-        config = (run / "files" / "config.yaml").read_text()
-        assert "optim.lr" in config and any(t in run.name for t in trial_ids)
-        metadata = (run / "files" / "wandb-metadata.json")
-        assert not metadata.exists() or "fleet-s3cret-value" not in metadata.read_text()
+        records = list(wandb_records(run))
+        (start,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+        assert start.run_group == "logged" and start.project == "grpo-sweep-test" and start.run_id in trial_ids
+        assert {item.key for item in start.config.update} == {"optim.lr", "_wandb"}  # the trial's swept keys, nothing else
+        history = [{item.key or "/".join(item.nested_key): item.value_json for item in r.history.item} for r in records if r.WhichOneof("record_type") == "history"]
+        assert [int(h["training_iteration"]) for h in history] == [1, 2]
+        assert all(0.0 <= float(h[METRIC]) <= 1.0 and "reward/variance_per_prompt" in h for h in history)
     for path in experiment.rglob("*"):
         if path.is_file() and path.stat().st_size < 20_000_000:
             assert b"fleet-s3cret-value" not in path.read_bytes(), path
