@@ -176,22 +176,23 @@ def render(results: Sequence[ProbeResult], candidates: Sequence[int], k: int) ->
 
 
 def probe(cfg, k: int) -> list[ProbeResult]:
-    """Run the base policy k times on each training task (no update) and count successes."""
-    from contextlib import ExitStack
+    """Run the base policy k times on each training task (no update) and count successes.
 
+    Seeded as the trainer seeds, after the models are built, so a probe samples the same way whether or
+    not it had to build the cached base policy.
+    """
     import torch
 
-    from envs.local.launch import LocalEnvServer
+    from envs.local.launch import EnvServerPool
     from grpo.data import trial_tasks
     from grpo.trainer import build_models, collect, episode_limits
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    torch.manual_seed(cfg.seed)
     tasks, _ = trial_tasks(cfg)
     models = build_models(cfg, tasks)
-    with ExitStack() as stack:
-        urls = {key: stack.enter_context(LocalEnvServer(key)).base_url for key in sorted({t.env_key for t in tasks})}
+    torch.manual_seed(cfg.seed)
+    with EnvServerPool(sorted({t.env_key for t in tasks})) as urls:
         trajectories = collect(tasks, cfg, urls, models.generator, models.chat, episode_limits(cfg), n_samples=k)
     counts: dict[int, list[float]] = defaultdict(list)
     for t in trajectories:
