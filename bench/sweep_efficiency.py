@@ -1,0 +1,192 @@
+"""ASHA + TPE against a full grid over the same space, on the CPU demo: trial-steps each spends to reach the
+grid's best held-out pass@1, and the harness's own share of the wall time.
+
+    .venv/bin/python bench/sweep_efficiency.py                          # the demo's space as a 3 x 3 x 2 grid
+    .venv/bin/python bench/sweep_efficiency.py --steps 4 --lrs 1e-4 3e-3 --kl 0 0.1 --n 4 --set rollout.prompts_per_step=4
+
+Both sweeps start from ``sweep/search_spaces/demo_cpu.yaml`` with held-out eval on (``eval/avg_pass_at_1``
+is the searched metric). The grid runs every combination of ``--lrs`` x ``--kl`` x ``--n`` to the end
+(FIFO, no early stop). ASHA + Optuna TPE gets the same values as ``choice``s, the same number of trials,
+ASHA's grace period one eval interval, and the demo's zero-signal stop. Trial-steps to the target: every
+report of both sweeps in the order it happened (each trial records a wall-clock timestamp per step); the
+count of trial-steps spent until a report carries eval pass@1 >= the grid's best - ``--tolerance``.
+
+Harness overhead: the share of the trial slots' wall time (``fit`` wall x concurrent trials) not spent
+inside the trainer (``timing/step_s`` of each step plus ``timing/eval_s`` of each eval). It counts trial
+start (a worker process, model load, env server), Tune's bookkeeping and idle slots at the end; ``ray.init``
+and the base policy build are timed apart. Prints a table, then one line of JSON ``{"bench": "sweep_efficiency", ...}``.
+Leaves out: repeats over seeds (ASHA is asynchronous: which trials it stops depends on timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grpo.configbase import apply_overrides  # noqa: E402
+from sweep.__main__ import _parse_set  # noqa: E402
+from sweep.config import SweepConfig, load_sweep_config  # noqa: E402
+from sweep.results import trial_history  # noqa: E402
+
+DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
+METRIC = "eval/avg_pass_at_1"
+KEYS = {"lrs": "optim.lr", "kl": "algorithm.kl_coef", "n": "rollout.n_samples_per_prompt"}
+
+
+def space_file(args: argparse.Namespace, kind: str, folder: Path) -> Path:
+    """The demo's file, turned into the grid arm or the ASHA + TPE arm (same values, same trial count)."""
+    data = yaml.safe_load(DEMO.read_text())
+    trials = len(args.lrs) * len(args.kl) * len(args.n)
+    trainer = apply_overrides(data["trainer"], {"total_steps": args.steps, "eval.interval": args.eval_interval,
+                                                "eval.n_samples": args.eval_samples, **_parse_set(args.set)})
+    distribution = "grid" if kind == "grid" else "choice"
+    data.update(
+        name=f"efficiency_{kind}",
+        trainer=trainer,
+        space={KEYS[name]: {distribution: getattr(args, name)} for name in KEYS},
+        storage=str(folder / "results"),
+        logging={"progress": False, "tensorboard": False},
+    )
+    if kind == "grid":
+        data.update(search={"searcher": "grid", "num_samples": 1, "metric": METRIC, "mode": "max", "seed": args.seed},
+                    scheduler={"type": "fifo"}, stopping={"zero_signal": {"enabled": False}})
+    else:
+        data["search"] = {"searcher": "optuna", "num_samples": trials, "n_startup_trials": min(3, trials), "metric": METRIC,
+                          "mode": "max", "seed": args.seed}
+        data["scheduler"] = {"type": "asha", "grace_period": args.eval_interval, "reduction_factor": 2}
+    path = folder / f"{kind}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(cfg: SweepConfig) -> dict[str, Any]:
+    """The sweep exactly as ``sweep run`` builds it; the fit timed apart from ray.init and the base policy."""
+    import ray
+
+    from sweep.resume import save_config, start_fresh
+    from sweep.run import check_resources, prepare_base_policy, prepare_environment
+    from sweep.storage import open_storage
+    from sweep.tuner import build_tuner
+
+    store = open_storage(cfg.storage)
+    cfg = cfg.model_copy(update={"storage": store.uri})
+    start_fresh(store, cfg.name, fresh=True, space="")
+    prepare_environment()
+    started = time.perf_counter()
+    prepare_base_policy(cfg)
+    base_s = time.perf_counter() - started
+    save_config(store, cfg)
+    started = time.perf_counter()
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    init_s = time.perf_counter() - started
+    try:
+        check_resources(cfg, ray.cluster_resources())
+        slots = min(cfg.max_concurrent_trials, int(ray.cluster_resources().get("CPU", 1) // cfg.resources.cpus_per_trial))
+        started = time.perf_counter()
+        results = build_tuner(cfg).fit()
+        fit_s = time.perf_counter() - started
+    finally:
+        ray.shutdown()
+    histories = [trial_history(r.path, r.filesystem) for r in results if r.path]
+    return {"histories": histories, "fit_s": fit_s, "slots": slots, "ray_init_s": init_s, "base_policy_s": base_s}
+
+
+def best_eval(histories: list[list[dict]]) -> float:
+    return max((row[METRIC] for rows in histories for row in rows if METRIC in row), default=0.0)
+
+
+def steps_to_reach(histories: list[list[dict]], target: float) -> int | None:
+    """Trial-steps spent, in the order they happened, until one report carries eval pass@1 >= target."""
+    reports = sorted((row["timestamp"], row.get(METRIC, -1.0)) for rows in histories for row in rows)
+    for spent, (_, value) in enumerate(reports, start=1):
+        if value >= target:
+            return spent
+    return None
+
+
+def trainer_seconds(histories: list[list[dict]]) -> tuple[float, float]:
+    """Time inside the trainer: (GRPO steps, evals). Each report carries the newest eval; count each eval once."""
+    steps = sum(row.get("timing/step_s", 0.0) for rows in histories for row in rows)
+    evals = 0.0
+    for rows in histories:
+        seen: set[float] = set()
+        for row in rows:
+            if "eval/global_step" in row and row["eval/global_step"] not in seen:
+                seen.add(row["eval/global_step"])
+                evals += row.get("timing/eval_s", 0.0)
+    return steps, evals
+
+
+def summary(name: str, outcome: dict[str, Any], target: float) -> dict[str, Any]:
+    histories = outcome["histories"]
+    step_s, eval_s = trainer_seconds(histories)
+    slot_s = outcome["fit_s"] * outcome["slots"]
+    return {
+        "arm": name,
+        "trials": len(histories),
+        "trial_steps": sum(len(rows) for rows in histories),
+        "steps_to_target": steps_to_reach(histories, target),
+        "best_eval_pass_at_1": round(best_eval(histories), 4),
+        "fit_s": round(outcome["fit_s"], 1),
+        "overhead_share": round(1 - (step_s + eval_s) / slot_s, 4) if slot_s else None,
+        "overhead_share_steps_only": round(1 - step_s / slot_s, 4) if slot_s else None,
+        "ray_init_s": round(outcome["ray_init_s"], 1),
+        "base_policy_s": round(outcome["base_policy_s"], 1),
+    }
+
+
+def render(rows: list[dict[str, Any]], target: float) -> None:
+    print(f"\ntarget: grid's best eval pass@1 {target:.3f} (within tolerance)")
+    print(f"{'arm':10} {'trials':>6} {'trial-steps':>11} {'to target':>9} {'best':>6} {'fit s':>7} {'overhead':>8} {'(steps only)':>12}")
+    for r in rows:
+        reach = "-" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        print(f"{r['arm']:10} {r['trials']:>6} {r['trial_steps']:>11} {reach:>9} {r['best_eval_pass_at_1']:>6.3f} {r['fit_s']:>7.1f} "
+              f"{r['overhead_share']:>8.1%} {r['overhead_share_steps_only']:>12.1%}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial (the demo's 10)")
+    parser.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 3e-4, 3e-3], help="learning rates (grid values)")
+    parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.01, 0.1], help="KL coefficients")
+    parser.add_argument("--n", type=int, nargs="+", default=[4, 8], help="samples per prompt")
+    parser.add_argument("--eval-interval", type=int, default=2, help="eval every this many steps (and ASHA's grace period)")
+    parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
+    parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="trainer override for both arms, repeatable")
+    parser.add_argument("--keep", type=Path, help="keep both sweeps' results here (default: a temporary directory)")
+    args = parser.parse_args()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    load_before = os.getloadavg()[0]
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="sweep-efficiency-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    grid = run(load_sweep_config(space_file(args, "grid", folder)))
+    target = best_eval(grid["histories"]) - args.tolerance
+    asha = run(load_sweep_config(space_file(args, "asha_tpe", folder)))
+    rows = [summary("grid", grid, target), summary("asha_tpe", asha, target)]
+    render(rows, target + args.tolerance)
+    g, a = rows[0]["steps_to_target"], rows[1]["steps_to_target"]
+    ratio = round(a / g, 3) if a and g else None
+    print(f"ASHA+TPE / grid trial-steps to target: {ratio if ratio is not None else 'not reached'} (target <= 0.333); "
+          f"harness overhead {rows[0]['overhead_share']:.1%} grid, {rows[1]['overhead_share']:.1%} ASHA+TPE (target <= 5%)")
+    print(json.dumps({"bench": "sweep_efficiency", "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
+                      "steps": args.steps, "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set,
+                      "target_eval_pass_at_1": round(target + args.tolerance, 4), "tolerance": args.tolerance,
+                      "ratio_steps_to_target": ratio, "grid": rows[0], "asha_tpe": rows[1], "results": str(folder)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
