@@ -77,6 +77,9 @@ class PbtConfig(StrictModel):
     mutations: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution to mutate within.")
     quantile_fraction: float = Field(0.25, gt=0, le=0.5, description="Bottom share of trials that copy a top-share trial's checkpoint.")
     resample_probability: float = Field(0.25, ge=0, le=1, description="Chance a mutated key is resampled rather than perturbed.")
+    synch: bool = Field(
+        False, description="Wait for every trial at each perturbation (exploits do not depend on timing; trials pause and restart there)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +110,9 @@ class StoppingConfig(StrictModel):
 class ResourcesConfig(StrictModel):
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs Ray reserves for each trial.")
     gpus_per_trial: float = Field(0.0, ge=0, description="GPUs Ray reserves for each trial.")
+    workers_per_trial: int = Field(
+        1, ge=1, description="FSDP2 ranks per trial. Above 1 the trial runs Ray Train's TorchTrainer with this many workers, each given cpus_per_trial CPUs and gpus_per_trial GPUs."
+    )
 
 
 class WandbConfig(StrictModel):

@@ -44,10 +44,21 @@ class SweepWandb(WandbLoggerCallback):
     _logger_actor_cls = FlushingWandbActor
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        mode = self.kwargs.get("mode")
-        if mode in ("offline", "disabled"):
-            os.environ["WANDB_MODE"] = mode
+        if self._offline():
+            os.environ["WANDB_MODE"] = self.kwargs["mode"]
         super().setup(*args, **kwargs)
+
+    def _offline(self) -> bool:
+        return self.kwargs.get("mode") in ("offline", "disabled")
+
+    def _start_logging_actor(self, trial, exclude_results: list[str], **wandb_init_kwargs: Any) -> None:
+        """Offline runs need no key: keep it out of the actor's runtime_env (which Ray records) altogether."""
+        key = os.environ.pop("WANDB_API_KEY", None) if self._offline() else None
+        try:
+            super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)
+        finally:
+            if key is not None:
+                os.environ["WANDB_API_KEY"] = key
 
 
 class NoTensorBoard(TBXLoggerCallback):
@@ -67,9 +78,12 @@ class NoTensorBoard(TBXLoggerCallback):
 
 
 def wandb_dir(cfg: SweepConfig) -> Path:
-    """Local W&B run files: beside the sweep's results when they are local, else under the working directory."""
-    root = Path(cfg.storage).expanduser() if "://" not in cfg.storage else Path("wandb_runs")
-    path = (root / cfg.name).resolve()
+    """Local W&B run files (``wandb sync`` reads them): in the sweep's directory when storage is local, else
+    under ``wandb_runs/{name}`` in the working directory (W&B writes local files only)."""
+    from sweep.storage import open_storage
+
+    store = open_storage(cfg.storage)
+    path = (Path(store.root) if store.is_local else Path("wandb_runs")).resolve() / cfg.name
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -8,6 +8,8 @@
 - ``pbt``: every ``perturbation_interval`` steps, a trial in the bottom quantile restarts from a top
   trial's checkpoint (exploit) with the mutated keys perturbed or resampled (explore), kept inside their
   distributions. Donor checkpoints must stay on disk: the run keeps every Tune checkpoint under PBT.
+  Asynchronous by default: a trial compares itself with the others' latest scores when it reaches a
+  perturbation, so whether it exploits depends on timing; ``synch: true`` waits for all of them.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def _pbt(cfg: SweepConfig) -> TrialScheduler:
         quantile_fraction=s.quantile_fraction,
         resample_probability=s.resample_probability,
         custom_explore_fn=KeepInBounds(s.mutations),
+        synch=s.synch,
     )
 
 

@@ -31,14 +31,14 @@ def test_median_stops_the_trial_below_the_others(tmp_path):
 
 
 def test_pbt_exploits_a_better_trials_checkpoint(tmp_path):
-    """The weak trial (low LR, 4 samples, so also slower) copies the strong one's checkpoint and a perturbed LR."""
+    """At step 2 (synchronous PBT) the weak trial takes the strong one's checkpoint and config, its LR perturbed."""
     cfg = load_space(tmp_path, {
         "name": "pbt",
-        "trainer": tiny_trainer(total_steps=6, checkpoint={"interval": 1}),
+        "trainer": tiny_trainer(total_steps=4, checkpoint={"interval": 2}),
         "space": {"optim.lr": {"choice": [1e-4, 1e-2]}, "rollout.n_samples_per_prompt": {"choice": [2, 4]}},
         "search": {"searcher": "random", "num_samples": 2, "metric": "policy/lr", "mode": "max",
                    "points_to_evaluate": [{"optim.lr": 1e-4, "rollout.n_samples_per_prompt": 4}, {"optim.lr": 1e-2, "rollout.n_samples_per_prompt": 2}]},
-        "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5, "resample_probability": 0.0,
+        "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5, "resample_probability": 0.0, "synch": True,
                       "mutations": {"optim.lr": {"loguniform": [1e-5, 5e-2]}}},
     })
     results = fit(cfg)
@@ -47,9 +47,11 @@ def test_pbt_exploits_a_better_trials_checkpoint(tmp_path):
     assert exploits, "PBT never exploited"
     lrs = sorted(r.config["optim.lr"] for r in results)
     assert 1e-4 not in lrs and lrs[0] >= 8e-3 * 0.999, lrs  # the weak LR was replaced by the donor's, times 0.8 or 1.2
-    for r in results:  # every trial reached the end; the one that exploited continued from the donor's step, not from 1
-        steps = [row["step"] for row in r.metrics_dataframe.to_dict("records")]
-        assert steps[-1] == 6 and r.metrics["policy/lr"] == pytest.approx(r.config["optim.lr"])
+    steps = sorted([row["step"] for row in r.metrics_dataframe.to_dict("records")] for r in results)
+    assert steps == [[1, 2, 3, 4], [3, 4]]  # Tune logs the exploiting trial afresh: it went on from the donor's step 2, not from 1
+    for r in results:
+        assert r.metrics["policy/lr"] == pytest.approx(r.config["optim.lr"])
+        assert r.config["rollout.n_samples_per_prompt"] == 2  # the whole config came from the donor; only the LR was perturbed
 
 
 def test_zero_signal_stops_a_trial_that_cannot_learn(tmp_path):
