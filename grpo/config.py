@@ -109,7 +109,7 @@ class RolloutConfig(StrictModel):
 class EnvConfig(StrictModel):
     """Where tasks come from and how environments are reached."""
 
-    tasks_path: str = Field(DEFAULT_TASKS, description="JSONL task records.")
+    tasks_path: str | list[str] = Field(DEFAULT_TASKS, description="JSONL task records: one file, or a list of files (task_keys unique across them).")
     env_keys: list[str] | None = Field(None, description="Keep only tasks of these env_keys (None: all).")
     max_tasks: int | None = Field(None, ge=1, description="Keep at most this many tasks (after filtering).")
     max_concurrent: int = Field(32, ge=1, description="Open MCP sessions per trial at most.")

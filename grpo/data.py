@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+from envs.check import load_task_files
 from envs.task import Task, load_tasks
 from grpo.config import EnvConfig, TrainerConfig
 
 
 def select_tasks(cfg: EnvConfig) -> list[Task]:
     """The trial's tasks: the file's records, filtered by env_key, capped at max_tasks."""
-    tasks = load_tasks(cfg.tasks_path)
+    paths = [cfg.tasks_path] if isinstance(cfg.tasks_path, str) else cfg.tasks_path
+    tasks = load_tasks(paths[0]) if len(paths) == 1 else load_task_files([Path(p) for p in paths])
     if cfg.env_keys is not None:
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:

@@ -28,7 +28,7 @@ from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
 
 log = logging.getLogger(__name__)
-BUILD_VERSION = "3"  # bump when the tokenizer, the model or the warm-start recipe changes
+BUILD_VERSION = "4"  # bump when the tokenizer, the model or the warm-start recipe changes
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,12 @@ def _extra_vocabulary() -> list[str]:
     """Words an episode may show that no reference conversation contains: numbers, error messages."""
     numbers = [str(i) for i in range(100)] + [f"{i:02d}" for i in range(10)]
     days = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(366)]  # the task generators' range
-    errors = "Error executing tool error no action found unknown tool not valid JSON missing timed out past invalid"
+    errors = (
+        "Error executing tool error no action found unknown tool not valid JSON missing timed out past invalid "
+        # the apps' error messages (envs/local/*.py): words no reference conversation shows
+        "permission denied not found already cannot must belongs collaborator collaborators closed sold left organizer "
+        "own yourself yours bad empty too long high low value field request review reviewer seats status midnight hours"
+    )
     return [" ".join(numbers + days), errors, "<|im_start|>tool\n<|im_start|>assistant\n<|im_start|>system\n<|im_start|>user\n"]
 
 

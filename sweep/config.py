@@ -161,10 +161,17 @@ def _expand_distributions(data: Any, key: str) -> Any:
 def _resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """Relative paths in the trainer section are relative to the space file (trials run in their own directories)."""
     trainer = dict(trainer)
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, str) and not Path(value).expanduser().is_absolute():
+            return str((base_dir / value).resolve())
+        return value
+
     for section, key in (("env", "tasks_path"), ("model", "cache_dir")):
         block = dict(trainer.get(section) or {})
-        if isinstance(block.get(key), str) and not Path(block[key]).expanduser().is_absolute():
-            block[key] = str((base_dir / block[key]).resolve())
+        if key in block:
+            block[key] = resolve(block[key])
             trainer[section] = block
     return trainer
 

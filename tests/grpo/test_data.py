@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from grpo.data import TaskSampler, split_tasks
@@ -21,3 +23,17 @@ def test_sampler_covers_every_task_each_epoch(tasks):
     first, second = sampler.next_batch(10), sampler.next_batch(10)
     assert sorted(t.task_key for t in first) == sorted(t.task_key for t in tasks[:10]) == sorted(t.task_key for t in second)
     assert [t.task_key for t in TaskSampler(tasks[:10], seed=1).next_batch(4)] == [t.task_key for t in first[:4]]
+
+
+def test_several_task_files_are_one_task_set_with_unique_keys(tmp_path):
+    from grpo.config import EnvConfig
+    from grpo.configbase import ConfigError
+    from grpo.data import select_tasks
+
+    data = Path(__file__).resolve().parents[2] / "envs" / "data"
+    both = select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(data / "zillow.jsonl")], env_keys=["zillow"]))
+    assert both and {t.env_key for t in both} == {"zillow"}
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text((data / "hotel.jsonl").read_text())
+    with pytest.raises(ConfigError, match="task_key"):
+        select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(copy)]))
