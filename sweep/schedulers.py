@@ -45,6 +45,18 @@ class KeepInBounds:
         return config
 
 
+class NeverYieldingMedian(MedianStoppingRule):
+    """Median stopping that lets a trial run on while too few others have reached its step.
+
+    Tune's rule pauses such a trial so that a pending one can run (whatever ``min_time_slice`` says, the
+    first time): for a GRPO trial that means a checkpoint and a restart, or, without checkpoints, starting
+    over from step 1.
+    """
+
+    def _on_insufficient_samples(self, tune_controller, trial, time: float) -> str:
+        return TrialScheduler.CONTINUE
+
+
 def _asha(cfg: SweepConfig) -> TrialScheduler:
     s = cfg.scheduler
     return ASHAScheduler(time_attr=STEPS, max_t=cfg.base_trainer().total_steps, grace_period=s.grace_period, reduction_factor=s.reduction_factor)
@@ -56,14 +68,7 @@ def _fifo(cfg: SweepConfig) -> TrialScheduler:
 
 def _median(cfg: SweepConfig) -> TrialScheduler:
     s = cfg.scheduler
-    # min_time_slice = the whole run: a trial never yields (pause, checkpoint, requeue) while others catch up
-    return MedianStoppingRule(
-        time_attr=STEPS,
-        grace_period=s.grace_period,
-        min_samples_required=s.min_samples_required,
-        min_time_slice=cfg.base_trainer().total_steps,
-        hard_stop=True,
-    )
+    return NeverYieldingMedian(time_attr=STEPS, grace_period=s.grace_period, min_samples_required=s.min_samples_required, hard_stop=True)
 
 
 def _pbt(cfg: SweepConfig) -> TrialScheduler:
