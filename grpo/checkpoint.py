@@ -46,7 +46,8 @@ def save_checkpoint(
     root: str | Path, state: TrainerState, policy, optimizer, shuffle: torch.Generator, keep_last: int, ranks: Ranks = ONE_PROCESS
 ) -> Path:
     """Write ``root/global_step_{step}`` atomically; returns its path. Every rank calls it: each writes its
-    shards and its own RNG file, rank 0 the rest, the rename and the pruning."""
+    shards and its own RNG file, rank 0 the rest, the rename and the pruning. On a rank whose node does
+    not share rank 0's disk, that rank renames its own part into place (Ray Train then merges the parts)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -55,20 +56,24 @@ def save_checkpoint(
     tmp = root / f"global_step_{state.step}.tmp"
     if ranks.main:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
     barrier(ranks)
+    tmp.mkdir(parents=True, exist_ok=True)
     model_sd, optim_sd = get_state_dict(policy, optimizer)
     with _single_process_ok():
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
     rng = {"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}
     torch.save(rng, tmp / rng_file(ranks.rank))
     barrier(ranks)
+    meta = json.dumps({"step": state.step, "sampler": state.sampler, "world": ranks.world})
     if ranks.main:
-        (tmp / STATE_FILE).write_text(json.dumps({"step": state.step, "sampler": state.sampler, "world": ranks.world}))
+        (tmp / STATE_FILE).write_text(meta)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         prune(root, keep_last)
     barrier(ranks)
+    if not ranks.main and tmp.is_dir() and not final.exists():  # this node's disk is not rank 0's
+        (tmp / STATE_FILE).write_text(meta)
+        tmp.rename(final)
     return final
 
 

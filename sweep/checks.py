@@ -174,6 +174,8 @@ def pbt_problems(cfg: SweepConfig, sched: PbtConfig, base: TrainerConfig, source
         yield from distribution_problems(cfg, "scheduler.mutations", key, dist, source)
         if isinstance(dist, Fixed | Grid) or dist.when:
             yield f"{source}: key 'scheduler.mutations.{key}' must be uniform, loguniform, quniform, randint or choice, without when"
+    if cfg.resources.workers_per_trial > 1:  # exploit copies a Tune checkpoint; a multi-worker trial's live in Ray Train
+        yield f"{source}: key 'scheduler.type' = 'pbt' works with one worker per trial; resources.workers_per_trial is {cfg.resources.workers_per_trial}"
     if cfg.max_concurrent_trials < 2 or sampled_trial_count(cfg) < 2:
         yield f"{source}: key 'scheduler.type' = 'pbt' needs a population: at least 2 trials (search.num_samples) running at once (max_concurrent_trials)"
 
@@ -198,12 +200,15 @@ def cluster_resources() -> tuple[dict[str, float] | None, str]:
 
 def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str = "resources") -> list[str]:
     """A trial that asks for more than the cluster has would wait forever: say so instead."""
+    workers = cfg.resources.workers_per_trial
     wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
+    driver = {"CPU": 0.01 if workers > 1 else 0.0, "GPU": 0.0}  # a multi-worker trial's own process (sweep.tuner)
+    per = f" per worker x {workers} workers (resources.workers_per_trial), plus 0.01 CPU for the trial" if workers > 1 else ""
     return [
-        f"{source}: key 'resources.{kind.lower()}s_per_trial' = {amount:g}: each trial asks for {amount:g} {kind}, the Ray cluster has "
-        f"{available.get(kind, 0.0):g}; lower it"
+        f"{source}: key 'resources.{kind.lower()}s_per_trial' = {amount:g}: each trial asks for {amount * workers + driver[kind]:g} {kind}{per}, "
+        f"the Ray cluster has {available.get(kind, 0.0):g}; lower it"
         for kind, amount in wanted.items()
-        if amount > available.get(kind, 0.0)
+        if amount * workers + driver[kind] > available.get(kind, 0.0)
     ]
 
 

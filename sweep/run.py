@@ -74,12 +74,17 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     import ray
 
     from sweep import leaderboard
+    from sweep.notify import notifiers
     from sweep.storage import push_study
 
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         check_resources(cfg, ray.cluster_resources())
         results = make_tuner().fit()
+    except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
+        for notifier in notifiers(cfg):
+            notifier.sweep_failed(exc)
+        raise
     finally:
         ray.shutdown()
     push_study(store, cfg.name)

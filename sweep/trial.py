@@ -51,13 +51,21 @@ def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConf
     return validate(TrainerConfig, apply_overrides(base, overrides), "trial config")
 
 
-def run_trial(config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "") -> None:
-    """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``."""
+def run_trial(
+    config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "", workers: int = 1, worker_resources: tuple[float, float] = (1.0, 0.0)
+) -> None:
+    """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``.
+
+    With ``workers`` > 1 the trial runs them as Ray Train workers (``sweep.multiworker``), which keep
+    their checkpoints in Ray Train's storage under ``{storage}/{experiment}/ray_train/{trial_id}``.
+    """
     from ray import tune
 
     from grpo.trainer import train
 
     context = tune.get_context()
+    if workers > 1:
+        return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)
     overrides = dict(config)
     output_dir, mirror = trajectories_dir(storage, experiment or context.get_experiment_name(), context.get_trial_id(), context.get_trial_dir())
     if "output_dir" not in base:
@@ -74,6 +82,22 @@ def run_trial(config: dict[str, Any], base: dict[str, Any], storage: str = "", e
         for scratch in (overrides["checkpoint.dir"], overrides.get("resume_from"), mirror and mirror.local):
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_multiworker(
+    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, trial_id: str, workers: int, worker_resources: tuple[float, float]
+) -> None:
+    from sweep.multiworker import run_sharded_trial
+
+    store = open_storage(storage)
+    output_dir, mirror = trajectories_dir(storage, experiment, trial_id, "")
+    cfg = trial_config(base, {**config, "output_dir": base.get("output_dir") or output_dir})
+    try:  # the trial's driver and workers share this node's disk for eval trajectories (rank 0 writes them)
+        run_sharded_trial(cfg, workers, *worker_resources, store.path(experiment, "ray_train"), trial_id, store.fs)
+    finally:
+        if mirror is not None:
+            mirror.push()
+            shutil.rmtree(mirror.local, ignore_errors=True)
 
 
 def trajectories_dir(storage: str, experiment: str, trial_id: str, trial_dir: str) -> tuple[str, DirMirror | None]:

@@ -110,9 +110,12 @@ def build_stopper(cfg: SweepConfig) -> Stopper:
 
 def build_trainable(cfg: SweepConfig):
     """``run_trial`` with the base config, storage and resources bound (``sweep resume`` rebuilds the same)."""
-    resources = {"cpu": cfg.resources.cpus_per_trial, "gpu": cfg.resources.gpus_per_trial}
-    bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name)
-    return tune.with_resources(bound, resources)
+    r = cfg.resources
+    bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name,
+                                workers=r.workers_per_trial, worker_resources=(r.cpus_per_trial, r.gpus_per_trial))
+    if r.workers_per_trial > 1:  # the trial only drives; Ray Train asks for each worker's CPUs and GPUs itself
+        return tune.with_resources(bound, {"cpu": 0.01})
+    return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
 
 
 def build_tuner(cfg: SweepConfig) -> tune.Tuner:

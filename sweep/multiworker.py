@@ -1,0 +1,80 @@
+"""A trial with several workers: Ray Train's ``TorchTrainer`` inside the Tune trial (Ray Train V2 pattern).
+
+Tune schedules the trial (a token CPU for its driver); the trial starts ``workers`` Ray Train workers,
+each one rank of the FSDP2 trainer (``grpo.distributed`` finds the process group Ray Train set up).
+Every rank calls ``ray.train.report`` once per GRPO step, as Ray Train requires; the metrics are rank
+0's, which the trainer has already computed over every rank's episodes, and ``TuneReportCallback``
+forwards them to Tune, so ASHA and the zero-signal stopper see one report per step, as with one worker.
+Checkpoints go through Ray Train's storage (every rank uploads its shards of the distributed
+checkpoint); a restarted trial (failure, or ``sweep resume``) finds the newest one with
+``ray.train.get_checkpoint()`` and continues at its next step.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from grpo.config import TrainerConfig
+
+
+class TrainWorkerReporter:
+    """The trainer's reporter on a Ray Train worker: every rank reports, rank 0's metrics are kept."""
+
+    all_ranks = True
+
+    def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
+        import ray.train
+
+        result = {**metrics, "step": step, "training_iteration": step}
+        ray.train.report(result, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+
+def worker_loop(config: dict[str, Any]) -> None:
+    """One rank: the trainer config, resumed from Ray Train's newest checkpoint if there is one."""
+    import ray.train
+
+    from grpo.trainer import train
+
+    cfg = TrainerConfig.model_validate(config["trainer"])
+    saved = ray.train.get_checkpoint()
+    updates: dict[str, Any] = {"checkpoint": cfg.checkpoint.model_copy(update={"dir": shared_scratch_dir()})}
+    if saved is not None:
+        local = saved.to_directory(tempfile.mkdtemp(prefix="grpo-rank-resume-"))
+        updates["resume_from"] = str(Path(local))
+    train(cfg.model_copy(update=updates), TrainWorkerReporter())
+
+
+def shared_scratch_dir() -> str:
+    """One scratch path for every rank (rank 0 picks it): ranks on one node write one checkpoint there."""
+    import torch.distributed as dist
+
+    path = [tempfile.mkdtemp(prefix="grpo-rank-checkpoints-") if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(path, src=0)
+    return str(path[0])
+
+
+def run_sharded_trial(
+    cfg: TrainerConfig, workers: int, cpus_per_worker: float, gpus_per_worker: float, storage_path: str, name: str, filesystem=None
+) -> None:
+    """Train ``cfg`` on ``workers`` Ray Train workers from inside the current Tune trial."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    per_worker = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
+    trainer = TorchTrainer(
+        worker_loop,
+        train_loop_config={"trainer": cfg.model_dump(mode="json")},
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0, resources_per_worker=per_worker),
+        run_config=RunConfig(
+            name=name,
+            storage_path=storage_path,
+            storage_filesystem=filesystem,
+            callbacks=[TuneReportCallback()],
+            checkpoint_config=CheckpointConfig(num_to_keep=max(1, cfg.checkpoint.keep_last)),
+            failure_config=FailureConfig(max_failures=1),
+        ),
+    )
+    trainer.fit()

@@ -1,0 +1,32 @@
+"""A trial with two FSDP2 workers: Ray Train's TorchTrainer inside the Tune trial, one report per GRPO step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.sweep.tiny_sweep import fit, load_space, ray_session, tiny_trainer  # noqa: F401 (ray_session is a fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.usefixtures("ray_session")]
+
+
+def test_a_two_worker_trial_reports_each_step_once_with_both_ranks_episodes(tmp_path):
+    cfg = load_space(tmp_path, {
+        "name": "two_workers",
+        "trainer": tiny_trainer(total_steps=2, checkpoint={"interval": 1}),
+        "space": {"optim.lr": 1e-3},
+        "search": {"searcher": "random", "num_samples": 1, "seed": 0},
+        "scheduler": {"type": "fifo"},
+        "resources": {"cpus_per_trial": 0.5, "workers_per_trial": 2},  # Ray Train's own actors need room beside the 2 x 0.5 CPU workers
+    })
+    [result] = list(fit(cfg))
+    history = result.metrics_dataframe
+    assert list(history["step"]) == [1, 2]  # rank 0's report only, once per step
+    assert list(history["rollout/episodes"]) == [4.0, 4.0]  # 2 prompts x 2 samples, one prompt per rank
+    assert (history["policy/entropy"] > 0).all()  # the update ran over both ranks' tokens
+    runs = Path(cfg.storage) / cfg.name / "ray_train"
+    saved = sorted(p.name for p in runs.rglob("rng_1.pt"))  # both ranks' parts of the checkpoints reached Ray Train's storage
+    assert saved, list(runs.rglob("*"))[:20]
+    assert json.loads(next(runs.rglob("trainer_state.json")).read_text())["world"] == 2
