@@ -1,9 +1,11 @@
-"""``python -m sweep``: run, resume, validate, train, forecast, envs check.
+"""``python -m sweep``: run, resume, validate, report, train, forecast, data split, envs check.
 
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep resume sweep_results/demo_cpu             # continue a sweep whose driver died (or s3://...)
     python -m sweep validate space.yaml                       # check a space file, start nothing
-    python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune
+    python -m sweep report sweep_results/demo_cpu             # what won and why: report/index.html, plots, summary.md
+    python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune (--workers 2: FSDP2 ranks)
+    python -m sweep data split envs/data/*.jsonl --eval-ratio 0.2 --out split # train/eval task files
     python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
     python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
 
