@@ -13,7 +13,6 @@ checkpoint); a restarted trial (failure, or ``sweep resume``) finds the newest o
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from grpo.config import TrainerConfig
@@ -41,8 +40,7 @@ def worker_loop(config: dict[str, Any]) -> None:
     saved = ray.train.get_checkpoint()
     updates: dict[str, Any] = {"checkpoint": cfg.checkpoint.model_copy(update={"dir": shared_scratch_dir()})}
     if saved is not None:
-        local = saved.to_directory(tempfile.mkdtemp(prefix="grpo-rank-resume-"))
-        updates["resume_from"] = str(Path(local))
+        updates["resume_from"] = saved.to_directory(tempfile.mkdtemp(prefix="grpo-rank-resume-"))
     train(cfg.model_copy(update=updates), TrainWorkerReporter())
 
 

@@ -11,9 +11,10 @@ code (its task set and behaviour are frozen for the demo).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable
 from datetime import date
-from typing import Any
+from typing import Any, NamedTuple
 
 State = dict[str, Any]
 USERS = {"alice": "Alice Martin", "bob": "Bob Chen", "carol": "Carol Diaz", "dan": "Dan Okafor", "erin": "Erin Novak"}
@@ -185,3 +186,26 @@ def verify(env_key: str, verifiers: dict[str, Callable[..., float]], final: Stat
     if kind not in verifiers:
         raise ValueError(f"unknown {env_key} verifier {kind!r} (known: {', '.join(sorted(verifiers))})")
     return verifiers[kind](final, start, spec)
+
+
+class AppInterface(NamedTuple):
+    """What an app module exports beside its tools (``envs.local`` contract): the verifiers by type, and
+    in-process ``call``, ``verify`` and ``replay`` bound to the app's own tools and state."""
+
+    VERIFIERS: dict[str, Callable[..., float]]
+    call: Callable[[State, str, dict[str, Any]], Any]
+    verify: Callable[[State, State, dict[str, Any]], float]
+    replay: Callable[[dict[str, str], dict[str, Any], list[tuple[str, dict[str, Any]]]], tuple[State, State, list[Any]]]
+
+
+def app_interface(env_key: str, tools: dict[str, Callable[..., Any]], initial_state: Callable[..., State], collections: Iterable[str],
+                  ignored: frozenset[str] = frozenset()) -> AppInterface:
+    """The declarative ``changes`` verifier over ``collections`` and the in-process entry points of one app."""
+    collections = tuple(collections)
+    verifiers = {"changes": functools.partial(verify_changes, collections=collections, ignored=ignored)}
+    return AppInterface(
+        verifiers,
+        functools.partial(call, tools),
+        functools.partial(verify, env_key, verifiers),
+        functools.partial(replay, initial_state, tools),
+    )

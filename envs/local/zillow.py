@@ -124,20 +124,4 @@ TOOLS = {f.__name__: f for f in (search_listings, save_listing, list_saved, unsa
                                   cancel_tour, make_offer)}
 
 
-def verify_changes(final: State, start: State, spec: dict[str, Any]) -> float:
-    return appkit.verify_changes(final, start, spec, COLLECTIONS)
-
-
-VERIFIERS = {"changes": verify_changes}
-
-
-def call(state: State, name: str, arguments: dict[str, Any]) -> Any:
-    return appkit.call(TOOLS, state, name, arguments)
-
-
-def verify(final: State, start: State, spec: dict[str, Any]) -> float:
-    return appkit.verify(ENV_KEY, VERIFIERS, final, start, spec)
-
-
-def replay(env_variables: dict[str, str], seed: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]):
-    return appkit.replay(initial_state, TOOLS, env_variables, seed, calls)
+VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)

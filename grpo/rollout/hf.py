@@ -51,10 +51,8 @@ class HFGenerator:
         return Completion(ids, logprobs, "length")
 
     def load_weights(self, state_dict: dict) -> None:
-        """Copy the trained policy's (full, unsharded) weights into the sampling model; a no-op when the
-        sampler is the policy module itself (one process)."""
-        if any(t.data_ptr() == p.data_ptr() for t, p in zip(state_dict.values(), self.model.state_dict().values())):
-            return
+        """Copy the trained policy's full (unsharded) weights into the sampling copy (FSDP2 ranks only: on
+        one process the sampler is the policy module itself and the trainer never calls this)."""
         self.model.load_state_dict(state_dict, strict=False)
 
     def sleep(self) -> None:
