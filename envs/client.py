@@ -10,8 +10,13 @@ BaseException), ``ExceptionGroup[ConnectError]`` on leaving the session, ``MCPEr
 that reports an error is a normal result with ``is_error=True``. Opening an episode is retried with
 exponential backoff and full jitter on connection errors, 5xx/429 and an empty tool list (seen in
 production under load); a 4xx is not retried, and neither are tool calls (they are not idempotent, and
-a dead server took the episode's state with it). On stateless protocol versions a tool call is one plain
-POST (``envs.rpc``: half the client CPU of the SDK's call path). ``max_concurrent`` caps in-flight requests;
+a dead server took the episode's state with it).
+
+Opening is cheap on stateless protocol versions (2026-07-28+): a client asks the server for its protocol
+version and tools once (an app's tools do not change while it runs), then opens each episode with the seed
+POST alone and calls tools as one plain POST each (``envs.rpc``: half the client CPU of the SDK's call
+path), all on one HTTP connection pool. On older, stateful protocols (or with ``fast_calls=False``) each
+episode is its own SDK session, listing the tools itself. ``max_concurrent`` caps in-flight requests;
 ``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
 must not count the ones in ``waiting``).
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -33,7 +39,17 @@ from envs.rpc import RpcError, ToolCaller, result_text
 from envs.task import Task
 from envs.verify import score_async
 
-__all__ = ["ClientStats", "EnvClient", "EnvError", "EpisodeSession", "ToolResult", "ToolSpec", "VerifierError", "is_env_failure"]
+__all__ = [
+    "ClientStats",
+    "EnvClient",
+    "EnvError",
+    "EpisodeSession",
+    "ServerInfo",
+    "ToolResult",
+    "ToolSpec",
+    "VerifierError",
+    "is_env_failure",
+]
 
 
 @dataclass(frozen=True)
@@ -49,10 +65,19 @@ class ToolResult:
     is_error: bool
 
 
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a server says about itself once: the protocol version it speaks and its tools."""
+
+    protocol_version: str
+    tools: tuple[ToolSpec, ...]
+
+
 @dataclass
 class ClientStats:
     """What a client went through (for metrics and tests)."""
 
+    discovered: int = 0  # times it asked the server for its protocol version and tools
     opened: int = 0
     open_retries: int = 0
     env_errors: int = 0
@@ -60,10 +85,20 @@ class ClientStats:
 
 
 class EpisodeSession:
-    """One episode's open MCP session and its seeded start state."""
+    """One episode on the server: its seeded start state, its tools, and how its tool calls travel (one POST
+    each, or the SDK session ``mcp`` on stateful protocols)."""
 
-    def __init__(self, client: EnvClient, mcp: Any, admin: Any, episode_id: str, task: Task, start: dict[str, Any], tools: list[ToolSpec],
-                 caller: ToolCaller | None = None):
+    def __init__(
+        self,
+        client: EnvClient,
+        mcp: Any,
+        admin: Any,
+        episode_id: str,
+        task: Task,
+        start: dict[str, Any],
+        tools: list[ToolSpec],
+        caller: ToolCaller | None = None,
+    ):
         self._client = client
         self._mcp = mcp
         self._caller = caller  # the one-POST fast path on stateless protocols; None: the SDK's call_tool
@@ -132,6 +167,10 @@ class EnvClient:
         self.fast_calls = fast_calls  # tool calls as one plain POST where the protocol is stateless (envs.rpc)
         self.waiting = 0  # episodes queued for a session slot
         self.stats = ClientStats()
+        self.server: ServerInfo | None = None  # learned on the first open (fast_calls only), kept for the client's life
+        self._discovery: tuple[Any, asyncio.Lock] | None = None  # (event loop, lock): one discovery at a time
+        self._http: Any = None  # one connection pool for the episodes open at once; closed when the last one closes
+        self._http_users = 0
 
     def backoff(self, attempt: int) -> float:
         """Seconds before retry ``attempt + 1``: base·2^attempt, times a jitter factor in [1, 2), capped."""
@@ -216,19 +255,40 @@ class EnvClient:
         raise AssertionError("unreachable")
 
     async def _open(self, stack: AsyncExitStack, task: Task, episode_id: str) -> EpisodeSession:
-        import httpx2
+        http = await stack.enter_async_context(self._pooled_http())
+        body = {"episode_id": episode_id, "env_variables": task.env_variables, "initial_state": task.initial_state}
+        async with self.limit:
+            seeded = await http.post("/episodes", json=body)
+        seeded.raise_for_status()
+        start = copy.deepcopy(seeded.json()["state"])
+        stack.push_async_callback(_delete_quietly, http, episode_id)  # from here on the server holds state for us
+        if self.fast_calls:
+            server = await self._server_info(http)
+            if is_stateless(server.protocol_version):  # nothing more to open: each tool call is one POST
+                caller = ToolCaller(http, f"{self.base_url}/mcp", server.protocol_version, {EPISODE_HEADER: episode_id})
+                return EpisodeSession(self, None, http, episode_id, task, start, list(server.tools), caller)
+        own = await stack.enter_async_context(_http_client(self.open_timeout_s, headers={EPISODE_HEADER: episode_id}))
+        mcp, tools = await self._sdk_session(stack, own)
+        return EpisodeSession(self, mcp, http, episode_id, task, start, list(tools))
+
+    async def _server_info(self, http: Any) -> ServerInfo:
+        """The server's protocol version and tools, asked once per client (the first opener asks, the others wait)."""
+        loop = asyncio.get_running_loop()
+        if self._discovery is None or self._discovery[0] is not loop:
+            self._discovery = (loop, asyncio.Lock())
+        async with self._discovery[1]:
+            if self.server is None:
+                async with AsyncExitStack() as stack:
+                    mcp, tools = await self._sdk_session(stack, http)
+                    self.server = ServerInfo(mcp.protocol_version, tuple(tools))
+                self.stats.discovered += 1
+        return self.server
+
+    async def _sdk_session(self, stack: AsyncExitStack, http: Any) -> tuple[Any, list[ToolSpec]]:
+        """An MCP SDK session over ``http`` (protocol negotiated) and the tools it lists; EnvError on an empty list."""
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        timeout = httpx2.Timeout(self.open_timeout_s)
-        admin = await stack.enter_async_context(httpx2.AsyncClient(base_url=self.base_url, timeout=timeout))
-        body = {"episode_id": episode_id, "env_variables": task.env_variables, "initial_state": task.initial_state}
-        async with self.limit:
-            seeded = await admin.post("/episodes", json=body)
-        seeded.raise_for_status()
-        start = copy.deepcopy(seeded.json()["state"])
-        stack.push_async_callback(_delete_quietly, admin, episode_id)  # from here on the server holds state for us
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers={EPISODE_HEADER: episode_id}, timeout=timeout))
         transport = streamable_http_client(f"{self.base_url}/mcp", http_client=http)
         mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.open_timeout_s))
         async with self.limit:
@@ -236,8 +296,36 @@ class EnvClient:
         tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
         if not tools:  # seen in production under load ("no tools found"): retried like a connection error
             raise EnvError(f"{self.base_url} listed no tools")
-        caller = ToolCaller(http, f"{self.base_url}/mcp", mcp.protocol_version) if self.fast_calls and is_stateless(mcp.protocol_version) else None
-        return EpisodeSession(self, mcp, admin, episode_id, task, start, tools, caller)
+        return mcp, tools
+
+    @asynccontextmanager
+    async def _pooled_http(self) -> AsyncIterator[Any]:
+        """The client's shared HTTP client (one connection pool), made on first use, closed by its last user."""
+        if self._http is None:
+            self._http = _http_client(self.open_timeout_s, base_url=self.base_url)
+        http = self._http
+        self._http_users += 1
+        try:
+            yield http
+        finally:
+            self._http_users -= 1
+            if self._http_users == 0 and self._http is http:
+                self._http = None  # the next episode (maybe in another event loop) makes a fresh one
+                await http.aclose()
+
+
+@functools.cache
+def _ssl_context() -> Any:
+    """httpx2's default TLS context, built once: building it reads the CA bundle (~30 ms, per client otherwise)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def _http_client(timeout_s: float, **kwargs: Any) -> Any:
+    import httpx2
+
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), verify=_ssl_context(), **kwargs)
 
 
 def is_sdk_cancellation(exc: BaseException) -> bool:
@@ -315,4 +403,3 @@ async def _delete_quietly(admin: Any, episode_id: str) -> None:
         await admin.delete(f"/episodes/{episode_id}")
     except Exception:
         pass
-

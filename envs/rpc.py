@@ -4,7 +4,8 @@ Why: the SDK's client spends ~2× the CPU of a plain HTTP round trip per call (a
 dispatcher, per-message validation), and on a 2-core trial the client shares the cores with the server
 and the model. On the stateless protocol a tool call is self-contained (no session id), so after the SDK
 has opened the session (``server/discover``, ``tools/list``) the call itself can be one POST with the
-same headers and ``_meta`` the SDK sends, on the same HTTP client. JSON and SSE responses are both read;
+same headers and ``_meta`` the SDK sends, on the same HTTP client (or a shared one, with the episode's own
+headers added per request). JSON and SSE responses are both read;
 a server request inside the stream (sampling, elicitation) is not supported here and is an error.
 Leaves out: older, stateful protocol versions (the SDK's own ``call_tool`` serves those).
 """
@@ -24,12 +25,13 @@ class RpcError(Exception):
 
 
 class ToolCaller:
-    """Calls tools on ``url`` through ``http`` (an ``httpx2.AsyncClient`` carrying the episode's headers)."""
+    """Calls tools on ``url`` through ``http`` (an ``httpx2.AsyncClient``), adding ``headers`` to each request."""
 
-    def __init__(self, http: Any, url: str, protocol_version: str):
+    def __init__(self, http: Any, url: str, protocol_version: str, headers: dict[str, str] | None = None):
         self.http = http
         self.url = url
         self.protocol_version = protocol_version
+        self.headers = headers or {}
         self._ids = itertools.count(1_000_000)  # apart from the SDK's ids on the same connection
 
     async def call(self, name: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -42,12 +44,21 @@ class ToolCaller:
             "params": {
                 "name": name,
                 "arguments": arguments,
-                "_meta": {PROTOCOL_META: self.protocol_version, "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-                          "io.modelcontextprotocol/clientCapabilities": {}},
+                "_meta": {
+                    PROTOCOL_META: self.protocol_version,
+                    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
             },
         }
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-                   "mcp-protocol-version": self.protocol_version, "mcp-method": "tools/call", "mcp-name": name}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": self.protocol_version,
+            "mcp-method": "tools/call",
+            "mcp-name": name,
+            **self.headers,
+        }
         response = await self.http.post(self.url, content=json.dumps(body), headers=headers, timeout=timeout_s)
         response.raise_for_status()
         kind = response.headers.get("content-type", "")
