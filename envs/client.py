@@ -2,7 +2,8 @@
 
 ``async with EnvClient(url).episode(task) as session``: seeds the episode's state on the server, opens an
 MCP session carrying the episode id, lists the tools; ``session.call_tool`` returns the result text the
-agent sees; ``session.score()`` reads the final state and runs the task's verifier.
+agent sees; ``session.score()`` reads the final state and runs the task's verifier. Scoring ends the episode:
+one request reads the final state and frees it on the server (no tool calls after it).
 
 Failures of the environment itself raise ``EnvError`` (``VerifierError`` for untrusted verifier code),
 whatever shape the SDK gives them: ``CancelledError`` from its task group when the server dies (a
@@ -84,6 +85,37 @@ class ClientStats:
     tool_calls: int = 0
 
 
+class _ServerState:
+    """An episode's state on the server: read, read and freed in one request (``take``), or freed on close."""
+
+    def __init__(self, http: Any, episode_id: str):
+        self.http = http
+        self.path = f"/episodes/{episode_id}"
+        self.final: dict[str, Any] | None = None  # once taken: the server holds nothing for us any more
+
+    async def read(self) -> dict[str, Any]:
+        return self.final if self.final is not None else self._state(await self.http.get(self.path))
+
+    async def take(self) -> dict[str, Any]:
+        if self.final is None:
+            self.final = self._state(await self.http.delete(self.path))  # DELETE answers with what it freed
+        return self.final
+
+    async def free_quietly(self) -> None:
+        """Free it unless taken; failing here costs nothing (a dead server freed it)."""
+        if self.final is not None:
+            return
+        try:
+            await self.http.delete(self.path)
+        except Exception:
+            pass
+
+    def _state(self, response: Any) -> dict[str, Any]:
+        if response.status_code != 200:
+            raise EnvError(f"final state of {self.path.removeprefix('/episodes/')}: HTTP {response.status_code}")
+        return response.json()
+
+
 class EpisodeSession:
     """One episode on the server: its seeded start state, its tools, and how its tool calls travel (one POST
     each, or the SDK session ``mcp`` on stateful protocols)."""
@@ -92,7 +124,7 @@ class EpisodeSession:
         self,
         client: EnvClient,
         mcp: Any,
-        admin: Any,
+        state: _ServerState,
         episode_id: str,
         task: Task,
         start: dict[str, Any],
@@ -102,7 +134,7 @@ class EpisodeSession:
         self._client = client
         self._mcp = mcp
         self._caller = caller  # the one-POST fast path on stateless protocols; None: the SDK's call_tool
-        self._admin = admin
+        self._state = state
         self._tool_names = {t.name for t in tools}
         self.episode_id = episode_id
         self.task = task
@@ -111,6 +143,8 @@ class EpisodeSession:
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Call a tool; an unknown tool name is the agent's error, a transport failure is an EnvError."""
+        if self._state.final is not None:
+            raise RuntimeError(f"episode {self.episode_id} was scored: its state is freed, no more tool calls")
         if name not in self._tool_names:
             return ToolResult(f"error: unknown tool {name}", True)
         self._client.stats.tool_calls += 1
@@ -131,14 +165,13 @@ class EpisodeSession:
         return ToolResult(text, bool(result.is_error))
 
     async def final_state(self) -> dict[str, Any]:
-        response = await self._admin.get(f"/episodes/{self.episode_id}")
-        if response.status_code != 200:
-            raise EnvError(f"final state of episode {self.episode_id}: HTTP {response.status_code}")
-        return response.json()
+        """The episode's state on the server now (after ``score``: the state it scored)."""
+        return await self._state.read()
 
     async def score(self) -> float:
-        """The verifier's reward for the final state; VerifierError (an EnvError) when untrusted code fails."""
-        return await score_async(self.task, self.start_state, await self.final_state())
+        """The verifier's reward for the final state, read and freed in one request; VerifierError (an EnvError)
+        when untrusted code fails. Ends the episode: later tool calls raise."""
+        return await score_async(self.task, self.start_state, await self._state.take())
 
 
 class EnvClient:
@@ -261,15 +294,16 @@ class EnvClient:
             seeded = await http.post("/episodes", json=body)
         seeded.raise_for_status()
         start = copy.deepcopy(seeded.json()["state"])
-        stack.push_async_callback(_delete_quietly, http, episode_id)  # from here on the server holds state for us
+        state = _ServerState(http, episode_id)
+        stack.push_async_callback(state.free_quietly)  # from here on the server holds state for us
         if self.fast_calls:
             server = await self._server_info(http)
             if is_stateless(server.protocol_version):  # nothing more to open: each tool call is one POST
                 caller = ToolCaller(http, f"{self.base_url}/mcp", server.protocol_version, {EPISODE_HEADER: episode_id})
-                return EpisodeSession(self, None, http, episode_id, task, start, list(server.tools), caller)
+                return EpisodeSession(self, None, state, episode_id, task, start, list(server.tools), caller)
         own = await stack.enter_async_context(_http_client(self.open_timeout_s, headers={EPISODE_HEADER: episode_id}))
         mcp, tools = await self._sdk_session(stack, own)
-        return EpisodeSession(self, mcp, http, episode_id, task, start, list(tools))
+        return EpisodeSession(self, mcp, state, episode_id, task, start, list(tools))
 
     async def _server_info(self, http: Any) -> ServerInfo:
         """The server's protocol version and tools, asked once per client (the first opener asks, the others wait)."""
@@ -395,11 +429,3 @@ async def _aclose_ignoring(stack: AsyncExitStack) -> None:
     except BaseException as exc:  # closing a half-open connection may raise anything the transport raises
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-
-
-async def _delete_quietly(admin: Any, episode_id: str) -> None:
-    """Free the episode's state on the server; failing here costs nothing (a dead server freed it)."""
-    try:
-        await admin.delete(f"/episodes/{episode_id}")
-    except Exception:
-        pass

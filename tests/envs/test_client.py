@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 from envs.client import EnvClient
 
@@ -49,3 +50,23 @@ def test_one_client_serves_one_event_loop_after_another(hotel_server, tasks):
     first = asyncio.run(_replay(client, tasks[0], seen))
     second = asyncio.run(_replay(client, tasks[1], seen))
     assert (first, second) == (1.0, 1.0) and (client.stats.discovered, client.stats.opened) == (1, 2)
+
+
+def test_scoring_reads_and_frees_the_state_in_one_request_and_ends_the_episode(hotel_server, tasks):
+    task = next(t for t in tasks if t.verifier["type"] == "booking_made")
+    health = f"{hotel_server.base_url}/health"
+
+    async def go():
+        async with EnvClient(hotel_server.base_url).episode(task) as session:
+            for call in task.solution:
+                await session.call_tool(call.name, call.arguments)
+            before = httpx.get(health).json()["episodes"]
+            reward = await session.score()
+            after = httpx.get(health).json()["episodes"]
+            final = await session.final_state()  # the state it scored, no longer on the server
+            with pytest.raises(RuntimeError, match="was scored"):
+                await session.call_tool(task.solution[0].name, task.solution[0].arguments)
+            return reward, before - after, final
+
+    reward, freed, final = asyncio.run(go())
+    assert (reward, freed) == (1.0, 1) and len(final["bookings"]) == 1
