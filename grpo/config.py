@@ -35,7 +35,7 @@ class ModelConfig(StrictModel):
     name_or_path: str | None = Field(
         None, description="A Hugging Face model id (e.g. Qwen/Qwen3-8B) or a local directory; None: the tiny local model."
     )
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of a pretrained model.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Compute dtype: bfloat16 on a GPU trains in bf16 mixed precision (float32 master weights, float32 gradient reduction) and samples in bf16; CPU runs compute in float32.")
     rope_scaling: RopeScalingConfig | None = Field(None, description="YaRN rope scaling of a pretrained model (None: its own config).")
     hidden_size: int = Field(128, ge=8, description="Width of the tiny model.")
     num_layers: int = Field(3, ge=1, description="Decoder layers of the tiny model.")
@@ -48,6 +48,11 @@ class ModelConfig(StrictModel):
         0, ge=0, description="Extra task sets from the env's task generator (other seeds) added to the warm-start data, so the policy learns to copy ids and dates rather than memorise the tasks."
     )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="Sequences per forward/backward inside a mini-batch (gradients accumulate); None: the whole mini-batch at once."
+    )
+    activation_checkpointing: bool = Field(False, description="Recompute each decoder layer's activations in backward (less memory, ~30% more compute).")
+    cpu_offload: bool = Field(False, description="Keep FSDP2 parameter shards, gradients and optimizer state in CPU memory (CUDA only).")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -91,6 +96,16 @@ class AlgorithmConfig(StrictModel):
     ppo_epochs: int = Field(1, ge=1, description="Passes over the rollout batch per GRPO step.")
 
 
+class VLLMConfig(StrictModel):
+    """The colocated vLLM engine (``rollout.backend: vllm``), one per trainer rank, sharing its GPU with the policy."""
+
+    gpu_memory_utilization: float = Field(0.3, gt=0, lt=1, description="Share of the GPU's memory the engine takes (weights + KV cache); the policy, reference and optimizer live in the rest.")
+    enforce_eager: bool = Field(False, description="No CUDA graphs or torch.compile (starts in ~10 s instead of ~70 s; samples slower).")
+    max_num_seqs: int = Field(256, ge=1, description="Sequences the engine decodes at once.")
+    sleep_level: Literal[1, 2] = Field(2, description="Sleep during the update: 1 keeps the weights in CPU memory, 2 drops them (new ones are loaded anyway).")
+    weight_bucket_mb: int = Field(512, ge=1, description="Weight sync sends the policy's parameters in buckets of this size.")
+
+
 class RolloutConfig(StrictModel):
     """How episodes are sampled."""
 
@@ -103,6 +118,13 @@ class RolloutConfig(StrictModel):
     max_input_length: int = Field(576, ge=1, description="Context tokens before a model turn; past this the episode ends.")
     max_sequence_length: int = Field(
         640, ge=16, description="Tokens in a whole episode; a longer one is truncated and trains on none of its tokens (DAPO overlong filter)."
+    )
+    vllm: VLLMConfig = VLLMConfig()
+    logprob_gap_warn: float = Field(
+        0.1, gt=0, description="Warn when the mean |trainer - sampler| log-prob of sampled tokens (rollout/logprob_gap) exceeds this."
+    )
+    logprob_gap_max: float | None = Field(
+        1.0, gt=0, description="Fail the trial past this gap: the sampler did not take the new weights (None: never fail)."
     )
 
 

@@ -12,6 +12,7 @@ on a laptop, under Tune with one worker, and on N CPU or GPU ranks.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +38,18 @@ ONE_PROCESS = Ranks()
 
 
 def init_ranks() -> Ranks:
-    """Join the process group the launcher describes (``WORLD_SIZE`` > 1), or run as one process."""
+    """Join the process group the launcher describes (``WORLD_SIZE`` > 1), or run as one process.
+
+    On a GPU a single process still gets a (one-rank, NCCL) group, so its policy is FSDP2-wrapped like
+    every rank of a bigger trial: bf16 mixed precision and offload come from the same ``parallelize``.
+    """
     if dist.is_available() and dist.is_initialized():
         return Ranks(dist.get_rank(), dist.get_world_size())
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
+        if torch.cuda.is_available():
+            device()
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
         return Ranks()
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return Ranks(dist.get_rank(), dist.get_world_size())
@@ -55,21 +63,33 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def parallelize(model: torch.nn.Module, ranks: Ranks, bf16: bool = False) -> torch.nn.Module:
-    """Shard a causal LM with FSDP2: each decoder layer, then the root (embeddings, norm, head).
+def parallelize(
+    model: torch.nn.Module, ranks: Ranks, bf16: bool = False, activation_checkpointing: bool = False, cpu_offload: bool = False
+) -> torch.nn.Module:
+    """Shard a causal LM with FSDP2, in this order: activation checkpointing (per decoder layer), then
+    ``fully_shard`` on each decoder layer, then on the root (embeddings, final norm, head).
 
-    On one process the model is returned as it is. ``bf16`` computes in bfloat16 and reduces gradients in
-    float32 (the CUDA setting; CPU runs keep float32).
+    On a CPU without a process group the model is returned as it is. On a GPU it is moved there first.
+    ``bf16`` keeps float32 parameters and optimizer state but computes in bfloat16 and reduces gradients
+    in float32 (the CUDA setting; CPU runs keep float32). ``cpu_offload`` keeps shards, gradients and
+    optimizer state in CPU memory (CUDA only).
     """
-    if not ranks.sharded:
+    if activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    on_gpu = torch.cuda.is_available()
+    if not (ranks.sharded or on_gpu):
         return model
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
+    if on_gpu and not cpu_offload:
+        model.to(device())
     mesh = init_device_mesh(device().type, (ranks.world,))
     options: dict[str, Any] = {"mesh": mesh}
     if bf16:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    if cpu_offload and on_gpu:
+        options["offload_policy"] = CPUOffloadPolicy()
     for layer in decoder_layers(model):
         fully_shard(layer, **options)
     fully_shard(model, **options)
@@ -94,10 +114,22 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
 
 
+def full_parameters(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """Each parameter unsharded, one at a time (every rank must iterate: gathering a shard is a collective).
+
+    What a generator's weight sync consumes: at most one full parameter beyond the shards is alive at once.
+    """
+    for name, param in model.named_parameters():
+        value = param.detach()
+        yield name, value.full_tensor() if hasattr(value, "full_tensor") else value
+
+
 def sum_across(values: torch.Tensor | float, ranks: Ranks) -> torch.Tensor:
     """The sum over ranks of a tensor or number (a float64 tensor; the value itself on one process)."""
     tensor = torch.as_tensor(values, dtype=torch.float64).clone()
     if ranks.sharded:
+        if dist.get_backend() == "nccl":
+            tensor = tensor.to(device())
         dist.all_reduce(tensor)
     return tensor
 

@@ -11,6 +11,7 @@ tool result. A failure of the environment marks the episode ``env_error`` (left 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ class Trajectory:
     group_id: int
     token_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
+    sampler_logprobs: list[float] = field(default_factory=list)  # per token: the sampler's log-prob of its own tokens, NaN elsewhere
     prompt_length: int = 0
     reward: float = 0.0
     num_turns: int = 0
@@ -49,15 +51,17 @@ class Trajectory:
     overlong: bool = False
     error: str = ""
 
-    def append(self, ids: Sequence[int], own: bool) -> None:
+    def append(self, ids: Sequence[int], own: bool, logprobs: Sequence[float] | None = None) -> None:
         self.token_ids.extend(ids)
         self.loss_mask.extend([1 if own else 0] * len(ids))
+        self.sampler_logprobs.extend(logprobs if logprobs is not None else [math.nan] * len(ids))
 
     def filter_overlong(self, max_sequence_length: int) -> None:
         """DAPO overlong filter: a sequence past the limit is truncated and trains on none of its tokens
         (its reward still counts in its group); ``overlong`` records it."""
         if len(self.token_ids) > max_sequence_length:
             self.token_ids = self.token_ids[:max_sequence_length]
+            self.sampler_logprobs = self.sampler_logprobs[:max_sequence_length]
             self.loss_mask = [0] * max_sequence_length
             self.overlong = True
 
@@ -134,7 +138,7 @@ async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatch
             traj.stop_reason = "max_input_length"
             return
         completion = await batcher.generate(traj.token_ids, order)
-        traj.append(completion.token_ids, own=True)
+        traj.append(completion.token_ids, own=True, logprobs=completion.logprobs)
         traj.num_turns += 1
         if completion.finish_reason == "length":
             traj.stop_reason = "max_generate_length"

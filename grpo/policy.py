@@ -1,12 +1,14 @@
 """The policy and its frozen reference: loading, and per-token log-probabilities of given sequences.
 
 Log-probs are computed as gather minus logsumexp over temperature-scaled logits, the same
-distribution the sampler draws from. Leaves out: FSDP2 sharding and bf16 (issues 4 and 9).
+distribution the sampler draws from, without materialising the batch's float32 logits. Sharding and
+mixed precision are ``grpo.distributed``'s.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.utils.checkpoint
 
 
 def quiet_transformers() -> None:
@@ -27,15 +29,37 @@ def load_policy(path: str, trainable: bool = True):
     return model
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, first_target: int = 0, chunk: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-prob of each next token and the entropy of the distribution it was drawn from.
 
     input_ids, attention_mask: ``(B, L)``. Returns ``(logprobs (B, L-1), entropy (B, L-1))`` where
-    position t scores ``input_ids[:, t + 1]``.
+    position t scores ``input_ids[:, t + 1]``. Positions before ``first_target`` (the prompt, which no
+    loss reads) are not computed (``logits_to_keep``) and come back as 0. The float32 log-softmax runs
+    ``chunk`` positions at a time, recomputed in backward, so the full-vocabulary float32 logits of the
+    whole batch never exist at once (with a 152K vocabulary they would dwarf the model).
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float() / temperature
-    log_norm = torch.logsumexp(logits, dim=-1)
-    chosen = torch.gather(logits, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    probs = torch.softmax(logits, dim=-1)
-    entropy = log_norm - (probs * logits).sum(-1)
+    keep = input_ids.shape[1] - first_target
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits[:, :-1]
+    targets = input_ids[:, first_target + 1 :]
+    pieces = [_scored(logits[:, s : s + chunk], targets[:, s : s + chunk], temperature) for s in range(0, logits.shape[1], chunk)]
+    logprobs = torch.cat([p[0] for p in pieces], dim=1)
+    entropy = torch.cat([p[1] for p in pieces], dim=1)
+    pad = (first_target, 0)
+    return torch.nn.functional.pad(logprobs, pad), torch.nn.functional.pad(entropy, pad)
+
+
+def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return torch.utils.checkpoint.checkpoint(logprob_and_entropy, logits, targets, temperature, use_reentrant=False)
+    return logprob_and_entropy(logits, targets, temperature)
+
+
+def logprob_and_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather minus logsumexp in float32: ``(B, T, V), (B, T) -> (B, T), (B, T)``."""
+    scaled = logits.float() / temperature
+    log_norm = torch.logsumexp(scaled, dim=-1)
+    chosen = torch.gather(scaled, -1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = log_norm - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)
     return chosen - log_norm, entropy

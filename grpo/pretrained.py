@@ -45,15 +45,29 @@ def load_tokenizer(cfg: ModelConfig):
         raise _fail(cfg, "tokenizer", exc) from None
 
 
+def vllm_hf_overrides(cfg: ModelConfig, model_dir: str) -> dict[str, Any]:
+    """What vLLM must override in the model's config for ``model.rope_scaling`` (vLLM refuses a direct
+    ``rope_scaling`` argument; ``hf_overrides`` is its route): the merged ``rope_parameters`` and positions."""
+    if cfg.rope_scaling is None:
+        return {}
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    apply_rope_scaling(config, cfg)
+    return {"rope_parameters": dict(config.rope_parameters), "max_position_embeddings": config.max_position_embeddings}
+
+
 def load_model(cfg: ModelConfig, trainable: bool = True):
-    """The causal LM with the config's dtype and rope scaling; frozen (eval mode, no grads) unless trainable."""
+    """The causal LM with rope scaling; frozen (eval mode, no grads) unless trainable. A frozen model is
+    loaded in ``model.dtype``; a trainable one in float32 (its master weights: with bfloat16 on a GPU,
+    FSDP2 computes in bf16 and the optimizer updates float32)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
         config = AutoConfig.from_pretrained(cfg.name_or_path)
         apply_rope_scaling(config, cfg)
-        model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, config=config, dtype=getattr(torch, cfg.dtype))
+        model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, config=config, dtype=torch.float32 if trainable else getattr(torch, cfg.dtype))
     except (OSError, ValueError) as exc:
         raise _fail(cfg, "model", exc) from None
     model.train(trainable)

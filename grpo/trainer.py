@@ -6,12 +6,16 @@ base policy), after every ``eval.interval``-th step and after the last; each rep
 Checkpoints (``grpo.checkpoint``) make a trial resumable at its next step with the same data order.
 With several ranks (``grpo.distributed``) each runs the episodes of its share of the step's tasks and
 the update is FSDP2 data-parallel; rank 0 evaluates and reports metrics computed over every rank's
-episodes. Leaves out: vLLM (issue 9).
+episodes. The sampler is a generator behind ``grpo.rollout``'s seam (Hugging Face ``generate`` or a
+colocated vLLM engine); after each update a sampler that is not the policy itself gets its weights, and
+the gap between its log-probs and the policy's (``rollout/logprob_gap``) is checked every step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,17 +31,20 @@ from grpo.chat import ChatFormat
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
-from grpo.distributed import ONE_PROCESS, Ranks, barrier, full_state_dict, gather_lists, init_ranks, parallelize, shutdown
+from grpo.distributed import ONE_PROCESS, Ranks, barrier, full_parameters, gather_lists, init_ranks, parallelize, shutdown
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
 from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.policy import load_policy
 from grpo.reporting import Reporter
+from grpo.rollout import Generator
 from grpo.rollout.hf import HFGenerator
 from grpo.schedule import lr_multiplier
 from grpo.tiny import load_tokenizer
 from grpo.update import UpdateSettings, policy_update
 from grpo.warmstart import base_policy_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,7 +55,7 @@ class Models:
     policy: torch.nn.Module
     reference: torch.nn.Module | None
     optimizer: torch.optim.Optimizer
-    generator: HFGenerator
+    generator: Generator
     ranks: Ranks = ONE_PROCESS
 
 
@@ -104,8 +111,8 @@ def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: to
     if not cfg.resume_from:
         return 0
     state = load_checkpoint(cfg.resume_from, models.policy, models.optimizer, shuffle, models.ranks)
-    if models.ranks.sharded:
-        models.generator.load_weights(full_state_dict(models.policy))
+    if models.generator.needs_weight_sync:
+        models.generator.load_weights(full_parameters(models.policy))
     sampler.restore(state.sampler)
     return state.step
 
@@ -130,33 +137,60 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str
 
 
 def build_models(cfg: TrainerConfig, tasks, ranks: Ranks = ONE_PROCESS) -> Models:
-    """Policy and reference, sharded with FSDP2 when there are several ranks; the generator then samples
-    from an unsharded copy refreshed after every update (on one process: from the policy itself)."""
-    if cfg.rollout.backend != "hf":
-        raise NotImplementedError(f"rollout.backend={cfg.rollout.backend!r}: only 'hf' (Hugging Face generate) samples today; the vLLM generator is not built yet")
-    tokenizer, load = policy_source(cfg, tasks, ranks)
+    """Policy and reference, FSDP2-wrapped when there are several ranks or a GPU; the generator samples
+    from the policy itself (HF, one CPU process), an unsharded copy (HF, several ranks) or a vLLM engine,
+    refreshed after every update."""
+    tokenizer, load, model_dir = policy_source(cfg, tasks, ranks)
     chat = ChatFormat(tokenizer)
-    bf16 = torch.cuda.is_available() and cfg.model.dtype == "bfloat16"
-    policy = parallelize(load(True), ranks, bf16)
-    reference = parallelize(load(False), ranks, bf16) if cfg.algorithm.kl_coef > 0 else None
+    m = cfg.model
+    bf16 = torch.cuda.is_available() and m.dtype == "bfloat16"
+    shard = {"bf16": bf16, "activation_checkpointing": m.activation_checkpointing, "cpu_offload": m.cpu_offload}
+    policy = parallelize(load(True), ranks, **shard)
+    reference = parallelize(load(False), ranks, bf16=bf16, cpu_offload=m.cpu_offload) if cfg.algorithm.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    sampler_model = load(False) if ranks.sharded else policy
-    return Models(chat, policy, reference, optimizer, HFGenerator(sampler_model, stop_id=chat.end_id, pad_id=chat.pad_id), ranks)
+    return Models(chat, policy, reference, optimizer, make_generator(cfg, chat, model_dir, policy, load, ranks), ranks)
+
+
+def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy, load, ranks: Ranks) -> Generator:
+    """The rollout backend the config names, on this rank's device."""
+    if cfg.rollout.backend == "vllm":
+        from grpo.pretrained import vllm_hf_overrides
+        from grpo.rollout.vllm import EngineSettings, VLLMGenerator
+
+        v, r = cfg.rollout.vllm, cfg.rollout
+        settings = EngineSettings(
+            model_dir=model_dir,
+            max_model_len=r.max_input_length + r.max_generate_length,
+            gpu_memory_utilization=v.gpu_memory_utilization,
+            dtype="bfloat16" if cfg.model.dtype == "bfloat16" else "float32",
+            enforce_eager=v.enforce_eager,
+            max_num_seqs=v.max_num_seqs,
+            sleep_level=v.sleep_level,
+            weight_bucket_mb=v.weight_bucket_mb,
+            seed=cfg.seed + ranks.rank,
+            hf_overrides=vllm_hf_overrides(cfg.model, model_dir),
+        )
+        return VLLMGenerator(settings, chat.end_id, int(os.environ.get("LOCAL_RANK", "0")))  # starts from model_dir's weights
+    if not ranks.sharded:
+        return HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id)
+    sampler = load(False).to(next(policy.parameters()).device)
+    return HFGenerator(sampler, stop_id=chat.end_id, pad_id=chat.pad_id, needs_weight_sync=True)
 
 
 def policy_source(cfg: TrainerConfig, tasks, ranks: Ranks):
-    """The tokenizer and a loader ``trainable -> model``: a pretrained HF model (``model.name_or_path``)
-    or the tiny warm-started base policy (rank 0 builds it once; the others then find it cached)."""
+    """The tokenizer, a loader ``trainable -> model`` and the model's directory: a pretrained HF model
+    (``model.name_or_path``) or the tiny warm-started base policy (rank 0 builds it once; the others then
+    find it cached)."""
     if cfg.model.name_or_path:
         from grpo.pretrained import load_model
         from grpo.pretrained import load_tokenizer as load_pretrained_tokenizer
 
-        return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable)
+        return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable), cfg.model.name_or_path
     if ranks.main:
         base_policy_path(cfg.model, tasks, cfg.seed)
     barrier(ranks)
     base = str(base_policy_path(cfg.model, tasks, cfg.seed))
-    return load_tokenizer(base), lambda trainable: load_policy(base, trainable)
+    return load_tokenizer(base), lambda trainable: load_policy(base, trainable), base
 
 
 def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], shuffle: torch.Generator) -> dict[str, float]:
@@ -171,10 +205,27 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     if all(t.env_error for t in everyone):
         raise RuntimeError(f"every episode of this step failed in the environment; the first: {everyone[0].error}")
     batch = training_batch(trajectories, trajectory_advantages(trajectories, cfg), models.chat.pad_id)
+    models.generator.sleep()
     stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle, models.ranks)
-    if models.ranks.sharded:
-        models.generator.load_weights(full_state_dict(models.policy))
+    synced = time.perf_counter()
+    if models.generator.needs_weight_sync:
+        models.generator.load_weights(full_parameters(models.policy))
+    models.generator.wake()
+    stats["timing/weight_sync_s"] = time.perf_counter() - synced
+    check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
+    """The sampler's and the policy's log-probs of the sampled tokens must agree: a jump means the sampler
+    is not sampling from the policy being trained (a weight sync that did not take)."""
+    if fail is not None and gap > fail:
+        raise RuntimeError(
+            f"rollout/logprob_gap {gap:.3f} > rollout.logprob_gap_max {fail}: the sampler's log-probs no longer match the policy's, "
+            "so its weights are not the trained ones (a failed weight sync?); the trial stops rather than train off-policy"
+        )
+    if gap > warn:
+        log.warning("rollout/logprob_gap %.3f > rollout.logprob_gap_warn %s: the sampler drifts from the policy", gap, warn)
 
 
 def training_batch(trajectories: list[Trajectory], advantages: list[float], pad_id: int):
@@ -182,7 +233,8 @@ def training_batch(trajectories: list[Trajectory], advantages: list[float], pad_
     train on (so every rank has the same number of sequences and mini-batches)."""
     ids = [t.token_ids or [pad_id, pad_id] for t in trajectories]
     masks = [[0] * len(i) if t.env_error else t.loss_mask for t, i in zip(trajectories, ids)]
-    return collate(ids, masks, [0.0 if t.env_error else a for t, a in zip(trajectories, advantages)], pad_id)
+    sampled = [t.sampler_logprobs if t.token_ids else [float("nan")] * 2 for t in trajectories]
+    return collate(ids, masks, [0.0 if t.env_error else a for t, a in zip(trajectories, advantages)], pad_id, sampled)
 
 
 def episode_limits(cfg: TrainerConfig) -> EpisodeLimits:
@@ -204,6 +256,7 @@ def update_settings(cfg: TrainerConfig) -> UpdateSettings:
         entropy_coef=a.entropy_coef,
         ppo_epochs=a.ppo_epochs,
         norm_length=cfg.rollout.max_sequence_length,
+        micro_batch_size=cfg.model.micro_batch_size,
     )
 
 

@@ -32,6 +32,7 @@ class UpdateSettings:
     entropy_coef: float = 0.0
     ppo_epochs: int = 1
     norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
+    micro_batch_size: int | None = None  # sequences per forward/backward; None: a whole mini-batch
 
 
 def policy_update(
@@ -41,22 +42,25 @@ def policy_update(
 
     With several ranks every rank passes its own part of the step's batch (the same number of
     sequences on each, so every rank runs the same number of mini-batches: FSDP2 collectives need all).
+    With one mini-batch and one epoch the update is on-policy, so the old log-probs are the first
+    forward's own (detached) and the separate no-grad pass is skipped. ``rollout/logprob_gap`` compares
+    the policy's log-probs of the sampled tokens with the sampler's.
     """
+    batch = batch.to(next(policy.parameters()).device)
+    first = first_target(batch.loss_mask)
     with torch.no_grad():
-        old_logprobs, _ = token_logprobs(policy, batch.input_ids, batch.attention_mask, settings.temperature)
-        ref_logprobs = (
-            token_logprobs(reference, batch.input_ids, batch.attention_mask, settings.temperature)[0]
-            if reference is not None
-            else None
-        )
+        old_logprobs = None if settings.ppo_epochs * settings.mini_batches == 1 else scored(policy, batch, settings, first)
+        ref_logprobs = scored(reference, batch, settings, first) if reference is not None else None
     totals: dict[str, float] = {}
     steps = 0
     policy.train()
     for _ in range(settings.ppo_epochs):
         order = torch.randperm(len(batch), generator=generator)
         for index in (c for c in order.chunk(settings.mini_batches) if len(c)):
+            index = index.to(batch.input_ids.device)
+            old = None if old_logprobs is None else old_logprobs[index]
             ref = None if ref_logprobs is None else ref_logprobs[index]
-            stats = _step(policy, optimizer, batch.select(index), old_logprobs[index], ref, settings, ranks)
+            stats = _step(policy, optimizer, batch.select(index), old, ref, settings, ranks, first)
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
@@ -64,52 +68,96 @@ def policy_update(
     return {key: value / steps for key, value in totals.items()}
 
 
-def _step(policy, optimizer, part: TrainBatch, old_logprobs, ref_logprobs, settings: UpdateSettings, ranks: Ranks) -> dict[str, float]:
-    logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature)
+def first_target(loss_mask: torch.Tensor) -> int:
+    """The first target position any sequence trains on (earlier logits are never needed)."""
+    trained = loss_mask.sum(0) > 0
+    return int(trained.float().argmax()) if bool(trained.any()) else 0
+
+
+def micro_slices(n: int, size: int | None) -> list[slice]:
+    size = size or n
+    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def scored(model, batch: TrainBatch, settings: UpdateSettings, first: int) -> torch.Tensor:
+    """The model's log-probs of the batch's tokens, micro-batch by micro-batch."""
+    parts = [
+        token_logprobs(model, batch.input_ids[s], batch.attention_mask[s], settings.temperature, first)[0]
+        for s in micro_slices(len(batch), settings.micro_batch_size)
+    ]
+    return torch.cat(parts)
+
+
+STAT_NAMES = ("loss", "kl", "clip_frac_low", "clip_frac_high", "entropy", "ratio_mean", "logprob_gap")
+
+
+def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int) -> dict[str, float]:
+    """One optimizer step on a mini-batch, its gradients accumulated over micro-batches."""
+    weigh = AGGREGATION_WEIGHTS[settings.loss_agg]
+    gap_mask = part.loss_mask * torch.isfinite(part.sampler_logprobs)
+    global_weight, global_tokens, global_gap_tokens = sum_across(
+        [float(weigh(part.loss_mask)), float(part.loss_mask.sum()), float(gap_mask.sum())], ranks
+    ).tolist()
+    optimizer.zero_grad()
+    shares = torch.zeros(len(STAT_NAMES), dtype=torch.float64, device=part.input_ids.device)
+    for s in micro_slices(len(part), settings.micro_batch_size):
+        micro = part.select(s)
+        totals = (global_weight, global_tokens, global_gap_tokens)
+        loss, stats = _micro_loss(policy, micro, None if old is None else old[s], None if ref is None else ref[s], settings, ranks, first, totals)
+        (loss * ranks.world).backward()  # FSDP2 averages gradients over ranks; the shares already sum to the mean
+        shares += stats
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
+    optimizer.step()
+    values = dict(zip(STAT_NAMES, sum_across(shares, ranks).tolist()))
+    return {
+        "policy/loss": values["loss"],
+        "policy/clip_frac": values["clip_frac_low"] + values["clip_frac_high"],
+        "policy/clip_frac_low": values["clip_frac_low"],
+        "policy/clip_frac_high": values["clip_frac_high"],
+        "policy/kl": values["kl"],
+        "policy/entropy": values["entropy"],
+        "policy/grad_norm": _full(grad_norm),
+        "policy/ratio_mean": values["ratio_mean"],
+        "rollout/logprob_gap": values["logprob_gap"],
+    }
+
+
+def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int, totals) -> tuple[torch.Tensor, torch.Tensor]:
+    """This micro-batch's share of the mini-batch loss (over every rank's tokens) and of each statistic."""
+    global_weight, global_tokens, global_gap_tokens = totals
+    logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature, first)
+    old = logprobs.detach() if old is None else old
     mask = part.loss_mask
-    clipped = ppo_clipped_loss(logprobs, old_logprobs, part.advantages, settings.clip_low, settings.clip_high)
+    clipped = ppo_clipped_loss(logprobs, old, part.advantages, settings.clip_low, settings.clip_high)
     agg = loss_aggregation(settings.loss_agg)
-    local_weight, local_tokens = float(AGGREGATION_WEIGHTS[settings.loss_agg](mask)), float(mask.sum())
-    global_weight, global_tokens = sum_across([local_weight, local_tokens], ranks).tolist()
+    local_weight = float(AGGREGATION_WEIGHTS[settings.loss_agg](mask))
 
     def aggregate(values: torch.Tensor) -> torch.Tensor:
-        """This rank's share of the aggregation over every rank's tokens."""
         return rescale_to_global(agg(values, mask, settings.norm_length), local_weight, global_weight)
 
-    def token_share(values: torch.Tensor) -> torch.Tensor:
-        return rescale_to_global(masked_mean(values.detach().float(), mask), local_tokens, global_tokens)
+    def token_share(values: torch.Tensor, where: torch.Tensor = mask, total: float = global_tokens) -> torch.Tensor:
+        return rescale_to_global(masked_mean(values.detach().float(), where), float(where.sum()), total)
 
     loss = aggregate(clipped.loss)
-    kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref_logprobs)) if ref_logprobs is not None else torch.zeros(())
-    if ref_logprobs is not None and settings.kl_coef > 0:
+    kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref)) if ref is not None else torch.zeros((), device=logprobs.device)
+    if ref is not None and settings.kl_coef > 0:
         loss = loss + settings.kl_coef * kl
     if settings.entropy_coef > 0:
         loss = loss - settings.entropy_coef * aggregate(entropy)
-    optimizer.zero_grad()
-    (loss * ranks.world).backward()  # FSDP2 averages gradients over ranks; the shares already sum to the mean
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
-    optimizer.step()
-    shares = torch.stack(
+    gap_mask = mask * torch.isfinite(part.sampler_logprobs)
+    gap = torch.nan_to_num(old - part.sampler_logprobs).abs()
+    stats = torch.stack(
         [
             loss.detach(),
             kl.detach(),
             token_share(clipped.clipped_low),
             token_share(clipped.clipped_high),
             token_share(entropy),
-            token_share(torch.exp(logprobs.detach() - old_logprobs)),
+            token_share(torch.exp(logprobs.detach() - old)),
+            token_share(gap, gap_mask, global_gap_tokens),
         ]
-    )
-    loss_v, kl_v, low, high, entropy_v, ratio = sum_across(shares, ranks).tolist()
-    return {
-        "policy/loss": loss_v,
-        "policy/clip_frac": low + high,
-        "policy/clip_frac_low": low,
-        "policy/clip_frac_high": high,
-        "policy/kl": kl_v,
-        "policy/entropy": entropy_v,
-        "policy/grad_norm": _full(grad_norm),
-        "policy/ratio_mean": ratio,
-    }
+    ).to(torch.float64)
+    return loss, stats
 
 
 def _full(value) -> float:

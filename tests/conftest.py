@@ -14,6 +14,18 @@ from grpo.config import DEFAULT_TASKS
 TEST_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "warmstart_steps": 20, "warmstart_batch_size": 8}
 
 
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests skip, with the reason, where there is no CUDA device (CI, laptops)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: run on the GPU machine (README, 'What is verified where')")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """Base policies built by tests go to a temporary directory (Ray workers inherit the variable)."""

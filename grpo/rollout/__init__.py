@@ -1,13 +1,20 @@
 """The generator seam: ``generate(prompt ids batch, sampling) -> completions``, ``load_weights``, ``sleep``/``wake``.
 
-The trainer sees only this protocol; ``hf.py`` implements it with Hugging Face ``generate`` (CPU and
-fallback); a vLLM implementation is one more module here (issue 9), never a branch in the loop.
+The trainer sees only this protocol and ``make_generator``; ``hf.py`` implements it with Hugging Face
+``generate`` (CPU and fallback), ``vllm.py`` with a colocated vLLM engine (GPU). Neither is a branch in
+the loop. One step drives a generator as: ``generate`` (many calls: one per batched model turn),
+``sleep`` (free memory for the update), ``load_weights`` (the updated policy, parameter by parameter;
+only when ``needs_weight_sync``, i.e. the sampler is not the training module itself), ``wake``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -18,7 +25,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Completion:
-    """Sampled ids (ending in the stop id when ``finish_reason == 'stop'``) and their log-probs."""
+    """Sampled ids (ending in the stop id when ``finish_reason == 'stop'``) and the sampler's log-probs of
+    them (temperature applied; NaN where the sampler gave none)."""
 
     token_ids: list[int]
     logprobs: list[float]
@@ -26,9 +34,11 @@ class Completion:
 
 
 class Generator(Protocol):
+    needs_weight_sync: bool
+
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]: ...
 
-    def load_weights(self, state_dict: dict) -> None: ...
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 
     def sleep(self) -> None: ...
 

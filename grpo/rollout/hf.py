@@ -1,29 +1,43 @@
 """Hugging Face ``generate`` behind the generator seam: batched, left-padded, pure sampling (no top-k/top-p).
 
-On one process it samples from the training policy object itself; with FSDP2 ranks from an unsharded
-copy that ``load_weights`` refreshes after each update. ``sleep``/``wake`` have nothing to free.
+On one process it samples from the training policy object itself (``needs_weight_sync`` False); with
+FSDP2 ranks from an unsharded copy that ``load_weights`` refreshes after each update. Runs on the
+model's device (CPU, or CUDA as the GPU fallback). ``sleep``/``wake`` have nothing to free.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import torch
 
 from grpo.rollout import Completion, SamplingParams
 
+LOGITS_BUDGET_BYTES = 4 * 2**30  # generate keeps every step's logits: a 152K vocabulary needs ~78 MB per sequence per 128 tokens
+
 
 class HFGenerator:
-    def __init__(self, model, stop_id: int, pad_id: int):
+    def __init__(self, model, stop_id: int, pad_id: int, needs_weight_sync: bool = False):
         self.model = model
         self.stop_id = stop_id
         self.pad_id = pad_id
+        self.needs_weight_sync = needs_weight_sync
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """All prompts, in as few ``generate`` calls as the logits they keep allow (one, for a small vocabulary)."""
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        per_sequence = sampling.max_new_tokens * vocab * 4 * 2  # the kept logits and their float32 log-softmax
+        size = max(1, LOGITS_BUDGET_BYTES // per_sequence)
+        return [c for start in range(0, len(prompts), size) for c in self._generate(prompts[start : start + size], sampling)]
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+    def _generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
         from transformers import GenerationConfig
 
         width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        where = next(self.model.parameters()).device
+        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=where)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=where)
         config = GenerationConfig(
             do_sample=True,
             temperature=sampling.temperature,
@@ -50,10 +64,13 @@ class HFGenerator:
             return Completion(ids[:end], logprobs[:end], "stop")
         return Completion(ids, logprobs, "length")
 
-    def load_weights(self, state_dict: dict) -> None:
-        """Copy the trained policy's full (unsharded) weights into the sampling copy (FSDP2 ranks only: on
-        one process the sampler is the policy module itself and the trainer never calls this)."""
-        self.model.load_state_dict(state_dict, strict=False)
+    @torch.no_grad()
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy the trained policy's full (unsharded) parameters into the sampling copy, one at a time."""
+        own = dict(self.model.named_parameters())
+        for name, tensor in weights:
+            if name in own:
+                own[name].copy_(tensor)
 
     def sleep(self) -> None:
         pass

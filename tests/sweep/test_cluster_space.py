@@ -99,19 +99,26 @@ def _tiny_qwen3(path: Path) -> None:
 def test_pretrained_model_gets_dtype_and_yarn(tmp_path):
     import torch
 
-    from grpo.pretrained import load_model
+    from grpo.pretrained import load_model, vllm_hf_overrides
 
     _tiny_qwen3(tmp_path / "m")
     cfg = ModelConfig(name_or_path=str(tmp_path / "m"), dtype="bfloat16",
                       rope_scaling={"factor": 4.0, "original_max_position_embeddings": 128})
     policy, reference = load_model(cfg), load_model(cfg, trainable=False)
-    assert policy.dtype == torch.bfloat16 and policy.training and not reference.training
+    # the trained policy keeps float32 master weights (bf16 is FSDP2's compute dtype); the frozen reference is bf16
+    assert policy.dtype == torch.float32 and reference.dtype == torch.bfloat16
+    assert policy.training and not reference.training
     assert not any(p.requires_grad for p in reference.parameters())
     rope = policy.config.rope_parameters
     assert rope["rope_type"] == "yarn" and rope["factor"] == 4.0 and rope["original_max_position_embeddings"] == 128
     assert policy.config.max_position_embeddings == 512
     ids = torch.arange(300).remainder(64).unsqueeze(0)  # past the native 128 positions
     assert policy(input_ids=ids).logits.shape == (1, 300, 64)
+    # vLLM gets the same scaling through hf_overrides, rope_theta kept
+    overrides = vllm_hf_overrides(cfg, str(tmp_path / "m"))
+    assert overrides["max_position_embeddings"] == 512
+    assert overrides["rope_parameters"] == {**rope, "rope_theta": policy.config.rope_parameters["rope_theta"]}
+    assert vllm_hf_overrides(ModelConfig(name_or_path=str(tmp_path / "m")), str(tmp_path / "m")) == {}
 
 
 def test_unreachable_hub_is_a_clear_error():

@@ -1,0 +1,204 @@
+"""A colocated vLLM engine behind the generator seam (GPU): token ids in, sampled ids and their log-probs out.
+
+One engine per trainer rank, on that rank's GPU, beside the policy and the reference (a share of the
+GPU's memory: ``gpu_memory_utilization``). Between rollouts it sleeps (level 2: weights and KV cache
+freed, so the update has the memory); after each optimizer step the policy's full parameters arrive in
+buckets, are written to shared memory as safetensors and loaded by the engine's worker in place
+(``collective_rpc``), then the prefix cache is reset (cached prefixes hold the old weights' keys and
+values). Log-probs are vLLM's ``processed_logprobs`` (after temperature), the same distribution the
+trainer scores, so the trainer's recomputation measures desync (``rollout/logprob_gap``).
+
+The engine runs in its own process (vLLM's default), which sees only this rank's GPU
+(``engine_visible_devices``). vLLM is imported here and only here; without it, constructing the
+generator says how to install it. Leaves out: tensor-parallel engines and CUDA-IPC weight transfer
+(needs Ray on the GPU machine); the weights go through /dev/shm instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo.rollout import Completion, SamplingParams
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the engine is built with (from ``rollout.vllm`` and the trial's limits)."""
+
+    model_dir: str
+    max_model_len: int
+    gpu_memory_utilization: float = 0.3
+    dtype: str = "bfloat16"
+    enforce_eager: bool = False
+    max_num_seqs: int = 256
+    sleep_level: int = 2
+    weight_bucket_mb: int = 512
+    seed: int = 0
+    hf_overrides: dict[str, Any] | None = None
+
+
+def engine_visible_devices(local_rank: int, visible: str | None) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` for this rank's engine process: the one GPU the rank trains on.
+
+    Ray Train gives each worker the node's GPUs (``visible``, e.g. "4,5,6,7") and a local rank; an
+    engine must not land on device 0 of every rank. An empty ``visible`` (Ray's value for an actor
+    with ``num_gpus=0``) is an error, not "all GPUs".
+    """
+    if visible is None:
+        return str(local_rank)
+    devices = [d.strip() for d in visible.split(",") if d.strip()]
+    if not devices:
+        raise RuntimeError("CUDA_VISIBLE_DEVICES is empty: this process was given no GPU (a Ray actor with num_gpus=0?); set resources.gpus")
+    if local_rank >= len(devices):
+        raise RuntimeError(f"local rank {local_rank} has no GPU: CUDA_VISIBLE_DEVICES={visible!r} lists {len(devices)}")
+    return devices[local_rank]
+
+
+@contextlib.contextmanager
+def visible_devices(value: str) -> Iterator[None]:
+    """Set ``CUDA_VISIBLE_DEVICES`` while the engine process is started (it inherits it), then restore it."""
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
+def weight_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int) -> Iterator[list[tuple[str, Any]]]:
+    """Group (name, tensor) pairs into lists of at most ``bucket_bytes`` (a larger tensor travels alone)."""
+    bucket: list[tuple[str, Any]] = []
+    size = 0
+    for name, tensor in weights:
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > bucket_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += nbytes
+    if bucket:
+        yield bucket
+
+
+def _load_weights_file(worker, path: str) -> int:
+    """Runs inside the engine's worker process: load a safetensors file into the running model in place."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(path, device="cuda")
+    worker.model_runner.get_model().load_weights(tensors.items())
+    return len(tensors)
+
+
+class VLLMGenerator:
+    needs_weight_sync = True
+
+    def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0):
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise RuntimeError(
+                f"rollout.backend='vllm' needs vLLM on the GPU machine ({exc}); install it there (`pip install vllm`), "
+                "or set rollout.backend='hf'"
+            ) from None
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc with our load function
+        self.settings = settings
+        self.stop_id = stop_id
+        self.asleep = False
+        with visible_devices(engine_visible_devices(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))):
+            self.llm = LLM(
+                model=settings.model_dir,
+                skip_tokenizer_init=True,
+                dtype=settings.dtype,
+                gpu_memory_utilization=settings.gpu_memory_utilization,
+                enable_sleep_mode=True,
+                enforce_eager=settings.enforce_eager,
+                max_model_len=settings.max_model_len,
+                max_num_seqs=settings.max_num_seqs,
+                seed=settings.seed,
+                logprobs_mode="processed_logprobs",
+                hf_overrides=settings.hf_overrides or {},
+            )
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        from vllm import SamplingParams as VLLMSampling
+        from vllm.inputs import TokensPrompt
+
+        self.wake()
+        params = VLLMSampling(
+            temperature=sampling.temperature,
+            top_p=1.0,
+            max_tokens=sampling.max_new_tokens,
+            stop_token_ids=[self.stop_id],
+            ignore_eos=True,  # the chat's end id is the only stop, as for the HF sampler (not the model's own EOS)
+            logprobs=0,
+            detokenize=False,
+        )
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        return [self._completion(out.outputs[0]) for out in outputs]
+
+    def _completion(self, sample) -> Completion:
+        ids = list(sample.token_ids)
+        logprobs = [_chosen_logprob(position, token) for position, token in zip(sample.logprobs or [], ids)]
+        logprobs += [math.nan] * (len(ids) - len(logprobs))
+        finished = "stop" if sample.finish_reason == "stop" else "length"
+        if finished == "stop" and (not ids or ids[-1] != self.stop_id):  # the stop id always ends a finished turn
+            ids.append(self.stop_id)
+            logprobs.append(math.nan)
+        return Completion(ids, logprobs, finished)
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
+        if not self.asleep:
+            self.llm.sleep(level=self.settings.sleep_level)
+            self.asleep = True
+
+    def wake(self) -> None:
+        if self.asleep:
+            if self.settings.sleep_level == 2:
+                raise RuntimeError("the vLLM engine slept at level 2 (weights dropped): load_weights must come before it samples again")
+            self.llm.wake_up()
+            self.asleep = False
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Load the policy's full parameters (in the engine's dtype) bucket by bucket, then drop stale prefixes."""
+        from safetensors.torch import save_file
+
+        if self.asleep:
+            self.llm.wake_up(tags=["weights"])
+        shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        path = shm / f"grpo-weights-{os.getpid()}.safetensors"
+        dtype = _torch_dtype(self.settings.dtype)
+        cast = ((name, t.detach().to("cpu", dtype=dtype).contiguous()) for name, t in weights)
+        try:
+            for bucket in weight_buckets(cast, self.settings.weight_bucket_mb * 2**20):
+                save_file(dict(bucket), str(path))
+                self.llm.collective_rpc(_load_weights_file, args=(str(path),))
+        finally:
+            path.unlink(missing_ok=True)
+        if self.asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self.asleep = False
+        self.llm.reset_prefix_cache()
+
+
+def _chosen_logprob(position, token: int) -> float:
+    """The sampled token's log-prob from one position of vLLM's logprobs (a dict id -> Logprob)."""
+    if position is None or token not in position:
+        return math.nan
+    return float(position[token].logprob)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
