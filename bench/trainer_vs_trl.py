@@ -6,9 +6,14 @@ reference (k3 in both), one optimizer step per batch, AdamW at the same LR, the 
 Ours runs each episode against the live MCP server (one model turn, then the verifier reads the
 server's state); TRL's reward function replays the parsed call in-process against the same app code,
 which is cheaper than a server round trip, so the comparison does not flatter us. The first step of
-each (warm-up: allocation, server start) is left out.
+each (warm-up: allocation, server start) is left out. Means and medians are both given: on a shared
+machine one step slowed by another process moves a mean of six a long way. ``ours_rollout_s`` is the part
+of our step spent in episodes (generation, tool calls, verification).
 
-    python bench/trainer_vs_trl.py [--steps 6] [--threads 2]
+    python bench/trainer_vs_trl.py [--steps 6] [--threads 2] [--rounds 1]
+
+``--rounds N`` runs ours then TRL N times and pools their steps, so a burst of load from another process
+falls on both rather than on whichever ran during it.
 
 Needs ``trl`` (``pip install trl``; not a dependency of the project). Ends with one JSON line.
 """
@@ -49,17 +54,30 @@ def single_turn_tasks(path: Path) -> list[Task]:
     return tasks
 
 
-def ours(tasks_file: Path, steps: int, threads: int) -> list[float]:
-    cfg = TrainerConfig.model_validate({
-        "model": MODEL, "total_steps": steps + 1, "torch_threads": threads, "seed": 0,
-        "env": {"tasks_path": str(tasks_file)},
-        "optim": {"lr": LR},
-        "algorithm": {"kl_coef": KL, "kl_estimator": "k3", "mini_batches": 1, "ppo_epochs": 1},
-        "rollout": {"prompts_per_step": PROMPTS, "n_samples_per_prompt": SAMPLES, "max_turns": 1, "max_generate_length": NEW_TOKENS, "temperature": 1.0},
-    })
+def ours(tasks_file: Path, steps: int, threads: int) -> tuple[list[float], list[float]]:
+    """Seconds per step and seconds of rollout per step, warm-up step left out."""
+    cfg = TrainerConfig.model_validate(
+        {
+            "model": MODEL,
+            "total_steps": steps + 1,
+            "torch_threads": threads,
+            "seed": 0,
+            "env": {"tasks_path": str(tasks_file)},
+            "optim": {"lr": LR},
+            "algorithm": {"kl_coef": KL, "kl_estimator": "k3", "mini_batches": 1, "ppo_epochs": 1},
+            "rollout": {
+                "prompts_per_step": PROMPTS,
+                "n_samples_per_prompt": SAMPLES,
+                "max_turns": 1,
+                "max_generate_length": NEW_TOKENS,
+                "temperature": 1.0,
+            },
+        }
+    )
     reporter = ListReporter()
     train(cfg, reporter)
-    return [m["timing/step_s"] for _, m in reporter.reports[1:]]
+    timed = [m for _, m in reporter.reports[1:]]
+    return [m["timing/step_s"] for m in timed], [m["timing/rollout_s"] for m in timed]
 
 
 def reward_by_replay(completions, task_json, **_) -> list[float]:
@@ -86,7 +104,10 @@ def trl_steps(tasks: list[Task], base: Path, steps: int, threads: int, out: Path
     from grpo.tiny import load_tokenizer
 
     tokenizer = load_tokenizer(str(base))
-    rows = [{"prompt": opening_messages(t.prompt, tool_signatures(get_app(t.env_key)), t.env_variables), "task_json": t.model_dump_json()} for t in tasks]
+    rows = [
+        {"prompt": opening_messages(t.prompt, tool_signatures(get_app(t.env_key)), t.env_variables), "task_json": t.model_dump_json()}
+        for t in tasks
+    ]
     times: list[float] = []
 
     class StepTimer(TrainerCallback):
@@ -97,15 +118,42 @@ def trl_steps(tasks: list[Task], base: Path, steps: int, threads: int, out: Path
             times.append(time.perf_counter() - self.started)
 
     args = GRPOConfig(
-        output_dir=str(out), use_cpu=True, bf16=False, fp16=False, report_to=[], logging_steps=1000, save_strategy="no",
-        max_steps=steps + 1, learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-        per_device_train_batch_size=PROMPTS * SAMPLES, gradient_accumulation_steps=1, num_generations=SAMPLES,
-        max_completion_length=NEW_TOKENS, temperature=1.0, top_k=0, top_p=1.0, beta=KL, num_iterations=1, loss_type="grpo",
-        seed=0, dataloader_num_workers=0, disable_tqdm=True,
+        output_dir=str(out),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        report_to=[],
+        logging_steps=1000,
+        save_strategy="no",
+        max_steps=steps + 1,
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        per_device_train_batch_size=PROMPTS * SAMPLES,
+        gradient_accumulation_steps=1,
+        num_generations=SAMPLES,
+        max_completion_length=NEW_TOKENS,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        beta=KL,
+        num_iterations=1,
+        loss_type="grpo",
+        seed=0,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
     )
     model = Qwen2ForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_by_replay, args=args, train_dataset=Dataset.from_list(rows),
-                          processing_class=tokenizer, callbacks=[StepTimer()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_by_replay,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[StepTimer()],
+    )
     torch.set_num_threads(threads)
     trainer.train()
     return times[1:]
@@ -115,19 +163,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=6, help="timed steps of each (after one warm-up step)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="alternate ours and TRL this many times, steps pooled")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         tasks_file = Path(tmp) / "single_turn.jsonl"
         tasks = single_turn_tasks(tasks_file)
         base = base_policy_path(TrainerConfig.model_validate({"model": MODEL}).model, tasks, seed=0)
-        ours_s = ours(tasks_file, args.steps, args.threads)
-        trl_s = trl_steps(tasks, base, args.steps, args.threads, Path(tmp) / "trl")
+        ours_s, rollout_s, trl_s = [], [], []
+        for round_ in range(args.rounds):
+            step_s, rolled_s = ours(tasks_file, args.steps, args.threads)
+            ours_s += step_s
+            rollout_s += rolled_s
+            trl_s += trl_steps(tasks, base, args.steps, args.threads, Path(tmp) / f"trl{round_}")
     ours_mean, trl_mean = statistics.fmean(ours_s), statistics.fmean(trl_s)
-    print(f"ours: {ours_mean:.3f} s/step over {len(ours_s)} steps {[round(s, 3) for s in ours_s]}")
+    ours_median, trl_median = statistics.median(ours_s), statistics.median(trl_s)
+    print(
+        f"ours: {ours_mean:.3f} s/step over {len(ours_s)} steps {[round(s, 3) for s in ours_s]} (rollout {[round(s, 3) for s in rollout_s]})"
+    )
     print(f"TRL:  {trl_mean:.3f} s/step over {len(trl_s)} steps {[round(s, 3) for s in trl_s]}")
-    print(json.dumps({"bench": "trainer_vs_trl", "ours_s": round(ours_mean, 4), "baseline_s": round(trl_mean, 4), "ratio": round(ours_mean / trl_mean, 3),
-                      "steps": len(ours_s), "prompts": PROMPTS, "samples": SAMPLES, "threads": args.threads}))
+    print(
+        json.dumps(
+            {
+                "bench": "trainer_vs_trl",
+                "ours_s": round(ours_mean, 4),
+                "baseline_s": round(trl_mean, 4),
+                "ratio": round(ours_mean / trl_mean, 3),
+                "ours_median_s": round(ours_median, 4),
+                "baseline_median_s": round(trl_median, 4),
+                "ratio_median": round(ours_median / trl_median, 3),
+                "ours_rollout_s": round(statistics.fmean(rollout_s), 4),
+                "steps": len(ours_s),
+                "rounds": args.rounds,
+                "prompts": PROMPTS,
+                "samples": SAMPLES,
+                "threads": args.threads,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ must not count the ones in ``waiting``).
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import random
 import uuid
@@ -293,7 +292,7 @@ class EnvClient:
         async with self.limit:
             seeded = await http.post("/episodes", json=body)
         seeded.raise_for_status()
-        start = copy.deepcopy(seeded.json()["state"])
+        start = seeded.json()["state"]  # freshly parsed: no one else holds it
         state = _ServerState(http, episode_id)
         stack.push_async_callback(state.free_quietly)  # from here on the server holds state for us
         if self.fast_calls:
