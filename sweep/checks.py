@@ -34,6 +34,8 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:
         problems += scheduler_problems(cfg, base, source)
+    if "resources" not in dropped:
+        problems += placement_problems(cfg, base, source)
     if "resources" not in dropped and cluster is not None:
         problems += resource_problems(cfg, cluster, source)
     if "logging" not in dropped:
@@ -210,6 +212,32 @@ def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str
         for kind, amount in wanted.items()
         if amount * workers + driver[kind] > available.get(kind, 0.0)
     ]
+
+
+def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list[str]:
+    """Where a trial's parts go: each worker (FSDP2 rank) trains on one GPU and, with vLLM, runs its
+    engine there too; a trial that asks for GPUs it cannot use, or vLLM without a GPU, is refused."""
+    r = cfg.resources
+    problems = []
+    if r.gpus_per_trial > 1:
+        problems.append(
+            f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g}: a worker trains on one GPU, so the rest would sit idle; "
+            f"for {r.gpus_per_trial:g} GPUs per trial set workers_per_trial: {r.gpus_per_trial:g} and gpus_per_trial: 1 "
+            "(one FSDP2 rank, and one vLLM engine, per GPU)"
+        )
+    swept = cfg.space.get("rollout.backend")
+    vllm = base.rollout.backend == "vllm" or (swept is not None and swept.contains("vllm"))
+    if vllm and r.gpus_per_trial <= 0:
+        problems.append(
+            f"{source}: key 'trainer.rollout.backend' = 'vllm' needs a GPU for each worker's engine, but resources.gpus_per_trial is 0; "
+            "set it to 1 (or use rollout.backend: hf on CPUs)"
+        )
+    elif vllm and r.gpus_per_trial < 1 and base.rollout.vllm.gpu_memory_utilization >= r.gpus_per_trial:
+        problems.append(
+            f"{source}: key 'trainer.rollout.vllm.gpu_memory_utilization' = {base.rollout.vllm.gpu_memory_utilization:g} is not below "
+            f"resources.gpus_per_trial = {r.gpus_per_trial:g}: trials sharing a GPU would together ask for more than it has; lower it"
+        )
+    return problems
 
 
 def logging_problems(cfg: SweepConfig, source: str) -> Iterator[str]:

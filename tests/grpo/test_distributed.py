@@ -96,4 +96,6 @@ def test_sweep_train_with_two_workers(tmp_path, private_cache):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]  # rank 0 reports, once per step
     assert all(r["rollout/episodes"] == 8 for r in rows)  # both ranks' episodes are in the metrics
+    # each rank samples from an unsharded copy; step 2's samples come from the copy synced after step 1
+    assert all(r["rollout/logprob_gap"] < 1e-4 for r in rows), [r["rollout/logprob_gap"] for r in rows]
     assert sorted(p.name for p in (tmp_path / "ckpt" / "global_step_2").iterdir()) == ["dcp", "rng.pt", "rng_1.pt", "trainer_state.json"]

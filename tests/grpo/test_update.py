@@ -75,3 +75,36 @@ def test_tool_result_and_overlong_tokens_get_no_gradient(chat, tasks, agg):
     tool_positions = (mask[0] == 0).nonzero().flatten()
     first_own, last_own = (mask[0] == 1).nonzero().flatten()[[0, -1]]
     assert ((tool_positions > first_own) & (tool_positions < last_own)).any()  # masked tokens between model turns exist
+
+
+def test_chunked_logprobs_from_the_first_target_match_the_full_computation(tiny_base, chat, tasks):
+    """logits_to_keep and chunked log-softmax change nothing where a loss reads (and return 0 before)."""
+    policy = load_policy(tiny_base)
+    batch = _batch(chat, tasks[:3], [1.0, -1.0, 0.5])
+    with torch.no_grad():
+        logits = policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+        want = torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        first = int((batch.loss_mask.sum(0) > 0).float().argmax())
+        got, entropy = token_logprobs(policy, batch.input_ids, batch.attention_mask, 1.0, first_target=first, chunk=7)
+    assert first > 0
+    assert torch.allclose(got[:, first:], want[:, first:], atol=1e-5)
+    assert (got[:, :first] == 0).all() and (entropy[:, first:] > 0).all()
+
+
+def test_micro_batches_make_the_same_update(tiny_base, chat, tasks):
+    """Gradient accumulation over micro-batches of one sequence equals one pass over the mini-batch."""
+    results = []
+    for micro in (None, 1):
+        torch.manual_seed(0)
+        policy = load_policy(tiny_base)
+        reference = load_policy(tiny_base, trainable=False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+        settings = UpdateSettings(0.1, 0.1, kl_coef=0.1, mini_batches=2, max_grad_norm=1.0, temperature=1.0, ppo_epochs=2, micro_batch_size=micro)
+        batch = _batch(chat, tasks[:4], [1.0, -1.0, 0.5, -0.5])
+        stats = policy_update(policy, reference, optimizer, batch, settings, torch.Generator().manual_seed(0))
+        results.append((stats, [p.detach().clone() for p in policy.parameters()]))
+    (whole, w_whole), (micro, w_micro) = results
+    for key in ("policy/loss", "policy/kl", "policy/grad_norm", "policy/clip_frac", "policy/entropy"):
+        assert micro[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(w_whole, w_micro):  # relative norm: Adam magnifies summation-order noise in near-zero gradients
+        assert (a - b).norm() <= 1e-4 * a.norm()

@@ -44,7 +44,8 @@ def test_h100_space_is_the_seeds_setup():
     assert set(cfg.space) == {"optim.lr", "algorithm.kl_coef", "rollout.n_samples_per_prompt"}
     assert [p["optim.lr"] for p in cfg.search.points_to_evaluate] == [1e-6, 5e-6]
     assert cfg.scheduler.type == "asha" and cfg.stopping.zero_signal.enabled
-    assert cfg.resources.gpus_per_trial == 8
+    assert (cfg.resources.workers_per_trial, cfg.resources.gpus_per_trial) == (8, 1)  # 8 ranks, one H100 and one engine each
+    assert base.model.activation_checkpointing and base.model.micro_batch_size == 1
 
 
 def test_defaults_are_unchanged():

@@ -227,6 +227,16 @@ def test_resources_beyond_the_cluster(tmp_path):
     assert "resources.cpus_per_trial' = 4" in str(info.value) and "resources.gpus_per_trial' = 1" in str(info.value)
 
 
+def test_trial_placement_on_gpus(tmp_path):
+    vllm = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, rollout: {backend: vllm}}")
+    assert _load(tmp_path, vllm + "resources: {gpus_per_trial: 1, workers_per_trial: 8}\n").resources.workers_per_trial == 8
+    _fails(tmp_path, vllm, "'trainer.rollout.backend' = 'vllm' needs a GPU", "set it to 1")
+    _fails(tmp_path, GOOD + "  rollout.backend: {choice: [hf, vllm]}\n", "'trainer.rollout.backend' = 'vllm' needs a GPU")
+    _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 8}\n", "set workers_per_trial: 8 and gpus_per_trial: 1")
+    _fails(tmp_path, vllm + "resources: {gpus_per_trial: 0.25}\n", "gpu_memory_utilization' = 0.3 is not below resources.gpus_per_trial = 0.25")
+    assert _load(tmp_path, vllm + "resources: {gpus_per_trial: 0.5}\n").resources.gpus_per_trial == 0.5  # two trials per GPU, 0.3 each
+
+
 def test_a_saved_config_reloads_to_the_same(tmp_path):
     from sweep.config import SweepConfig
 

@@ -1,0 +1,73 @@
+"""The vLLM generator's parts that need no GPU: device choice per rank, weight buckets, the sleep state
+machine, the missing-vLLM error, and the desync guard. The engine itself is tested in tests/gpu."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_visible_devices, visible_devices, weight_buckets
+from grpo.trainer import check_logprob_gap
+
+
+@pytest.mark.parametrize(
+    ("rank", "visible", "want"),
+    [(0, None, "0"), (3, None, "3"), (0, "4,5,6,7", "4"), (2, "4,5,6,7", "6"), (1, " 2 , 3 ", "3"), (0, "GPU-a1b2", "GPU-a1b2")],
+)
+def test_each_rank_engine_sees_only_its_own_gpu(rank, visible, want):
+    assert engine_visible_devices(rank, visible) == want
+
+
+def test_no_gpu_for_the_rank_is_an_error_not_all_gpus():
+    with pytest.raises(RuntimeError, match="num_gpus=0"):
+        engine_visible_devices(0, "")  # Ray's value for an actor that asked for no GPU
+    with pytest.raises(RuntimeError, match="local rank 2 has no GPU"):
+        engine_visible_devices(2, "0,1")
+
+
+def test_visible_devices_is_restored(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    with visible_devices("5"):
+        import os
+
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "4,5"
+
+
+def test_weight_buckets_respect_the_size_and_keep_order():
+    weights = [(f"w{i}", torch.zeros(n, dtype=torch.bfloat16)) for i, n in enumerate([100, 200, 50, 600, 10])]  # 2 bytes each
+    buckets = list(weight_buckets(iter(weights), bucket_bytes=700))
+    assert [[name for name, _ in b] for b in buckets] == [["w0", "w1", "w2"], ["w3"], ["w4"]]  # w3 (1200 B) travels alone
+    assert [name for b in buckets for name, _ in b] == [name for name, _ in weights]
+    assert list(weight_buckets(iter([]), 10)) == []
+
+
+def test_without_vllm_the_error_says_how_to_fix_it():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+
+        pytest.skip("vLLM is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(RuntimeError, match="rollout.backend='hf'"):
+        VLLMGenerator(EngineSettings("some/dir", max_model_len=64), stop_id=1)
+
+
+def test_level_two_sleep_refuses_to_sample_before_new_weights():
+    engine = VLLMGenerator.__new__(VLLMGenerator)  # the state machine only
+    engine.settings, engine.asleep = EngineSettings("d", 64, sleep_level=2), True
+    with pytest.raises(RuntimeError, match="load_weights must come before"):
+        engine.wake()
+
+
+def test_logprob_gap_guard(caplog):
+    check_logprob_gap(0.01, warn=0.1, fail=1.0)  # bf16 noise: fine
+    with caplog.at_level(logging.WARNING, logger="grpo.trainer"):
+        check_logprob_gap(0.3, warn=0.1, fail=1.0)
+    assert "drifts" in caplog.text
+    with pytest.raises(RuntimeError, match="failed weight sync"):
+        check_logprob_gap(2.5, warn=0.1, fail=1.0)
+    check_logprob_gap(2.5, warn=0.1, fail=None)  # the guard can be switched off
