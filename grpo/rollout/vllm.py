@@ -44,21 +44,34 @@ class EngineSettings:
     hf_overrides: dict[str, Any] | None = None
 
 
-def engine_visible_devices(local_rank: int, visible: str | None) -> str:
+def engine_visible_devices(local_rank: int, visible: str | None, ray_gpus: list[str] | None = None) -> str:
     """The ``CUDA_VISIBLE_DEVICES`` for this rank's engine process: the one GPU the rank trains on.
 
     Ray Train gives each worker the node's GPUs (``visible``, e.g. "4,5,6,7") and a local rank; an
-    engine must not land on device 0 of every rank. An empty ``visible`` (Ray's value for an actor
-    with ``num_gpus=0``) is an error, not "all GPUs".
+    engine must not land on device 0 of every rank. A Ray worker that was given no GPU (``ray_gpus``
+    empty; Ray leaves ``CUDA_VISIBLE_DEVICES`` unset or empty then) is an error, not "all GPUs".
     """
+    if ray_gpus is not None and not ray_gpus:
+        raise RuntimeError("this Ray worker was given no GPU (num_gpus=0): set resources.gpus_per_trial to 1 for rollout.backend 'vllm'")
     if visible is None:
         return str(local_rank)
     devices = [d.strip() for d in visible.split(",") if d.strip()]
     if not devices:
-        raise RuntimeError("CUDA_VISIBLE_DEVICES is empty: this process was given no GPU (a Ray actor with num_gpus=0?); set resources.gpus")
+        raise RuntimeError("CUDA_VISIBLE_DEVICES is empty: this process was given no GPU (a Ray actor with num_gpus=0?); set resources.gpus_per_trial")
     if local_rank >= len(devices):
         raise RuntimeError(f"local rank {local_rank} has no GPU: CUDA_VISIBLE_DEVICES={visible!r} lists {len(devices)}")
     return devices[local_rank]
+
+
+def ray_gpu_ids() -> list[str] | None:
+    """The GPUs Ray assigned to this process, or None outside a Ray worker."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
+        return None
+    return [str(g) for g in ray.get_gpu_ids()]
 
 
 @contextlib.contextmanager
@@ -114,7 +127,7 @@ class VLLMGenerator:
         self.settings = settings
         self.stop_id = stop_id
         self.asleep = False
-        with visible_devices(engine_visible_devices(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))):
+        with visible_devices(engine_visible_devices(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"), ray_gpu_ids())):
             self.llm = LLM(
                 model=settings.model_dir,
                 skip_tokenizer_init=True,

@@ -25,6 +25,9 @@ def test_no_gpu_for_the_rank_is_an_error_not_all_gpus():
         engine_visible_devices(0, "")  # Ray's value for an actor that asked for no GPU
     with pytest.raises(RuntimeError, match="local rank 2 has no GPU"):
         engine_visible_devices(2, "0,1")
+    with pytest.raises(RuntimeError, match="given no GPU"):
+        engine_visible_devices(0, None, ray_gpus=[])  # Ray 2.60 leaves the variable unset for num_gpus=0
+    assert engine_visible_devices(1, "0,1", ray_gpus=["1"]) == "1"
 
 
 def test_visible_devices_is_restored(monkeypatch):
