@@ -16,8 +16,9 @@ a dead server took the episode's state with it).
 Opening is cheap on stateless protocol versions (2026-07-28+): a client asks the server for its protocol
 version and tools once (an app's tools do not change while it runs), then opens each episode with the seed
 POST alone and calls tools as one plain POST each (``envs.rpc``: half the client CPU of the SDK's call
-path), all on one HTTP connection pool. On older, stateful protocols (or with ``fast_calls=False``) each
-episode is its own SDK session, listing the tools itself. ``max_concurrent`` caps in-flight requests;
+path), on HTTP clients each shared by up to ``EPISODES_PER_POOL`` open episodes. On older, stateful
+protocols (or with ``fast_calls=False``) each episode is its own SDK session, listing the tools itself.
+``max_concurrent`` caps in-flight requests;
 ``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
 must not count the ones in ``waiting``).
 """
@@ -38,6 +39,11 @@ from envs.local.server import EPISODE_HEADER
 from envs.rpc import RpcError, ToolCaller, result_text
 from envs.task import Task
 from envs.verify import score_async
+
+# Episodes sharing one HTTP client. Sharing saves a client and a connection per episode, but httpcore scans
+# every connection of a pool whenever a request starts or ends (polling each idle socket): with 64 episodes on
+# one pool a call cost 50% more client CPU than on a client of its own.
+EPISODES_PER_POOL = 8
 
 __all__ = [
     "ClientStats",
@@ -201,8 +207,7 @@ class EnvClient:
         self.stats = ClientStats()
         self.server: ServerInfo | None = None  # learned on the first open (fast_calls only), kept for the client's life
         self._discovery: tuple[Any, asyncio.Lock] | None = None  # (event loop, lock): one discovery at a time
-        self._http: Any = None  # one connection pool for the episodes open at once; closed when the last one closes
-        self._http_users = 0
+        self._pools: list[_Pool] = []  # HTTP clients of the open episodes, EPISODES_PER_POOL each at most
 
     def backoff(self, attempt: int) -> float:
         """Seconds before retry ``attempt + 1``: base·2^attempt, times a jitter factor in [1, 2), capped."""
@@ -333,18 +338,26 @@ class EnvClient:
 
     @asynccontextmanager
     async def _pooled_http(self) -> AsyncIterator[Any]:
-        """The client's shared HTTP client (one connection pool), made on first use, closed by its last user."""
-        if self._http is None:
-            self._http = _http_client(self.open_timeout_s, base_url=self.base_url)
-        http = self._http
-        self._http_users += 1
+        """An HTTP client (connection pool) shared with at most EPISODES_PER_POOL - 1 other open episodes; made
+        when all are full, closed by its last user (so none outlives the event loop that made it)."""
+        pool = next((p for p in self._pools if p.users < EPISODES_PER_POOL), None)
+        if pool is None:
+            pool = _Pool(_http_client(self.open_timeout_s, base_url=self.base_url))
+            self._pools.append(pool)
+        pool.users += 1
         try:
-            yield http
+            yield pool.http
         finally:
-            self._http_users -= 1
-            if self._http_users == 0 and self._http is http:
-                self._http = None  # the next episode (maybe in another event loop) makes a fresh one
-                await http.aclose()
+            pool.users -= 1
+            if pool.users == 0:
+                self._pools.remove(pool)
+                await pool.http.aclose()
+
+
+@dataclass
+class _Pool:
+    http: Any
+    users: int = 0
 
 
 @functools.cache

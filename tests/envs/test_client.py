@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from envs.client import EnvClient
+from envs.client import EPISODES_PER_POOL, EnvClient
 
 
 async def _replay(client: EnvClient, task, seen: list) -> float:
@@ -29,7 +29,8 @@ def test_the_server_is_asked_once_and_every_episode_after_that_is_only_seeded(ho
     assert asyncio.run(go()) == [1.0] * 16
     assert (client.stats.discovered, client.stats.opened) == (1, 16)
     assert all(s._caller is not None and s._mcp is None for s in seen)  # one POST per call, no SDK session
-    assert client._http is None  # the last episode to close closed the pool
+    assert len({id(s._state.http) for s in seen}) == 16 // EPISODES_PER_POOL  # episodes share HTTP clients, 8 a client
+    assert client._pools == []  # the last episode of each pool closed it
     assert httpx.get(f"{hotel_server.base_url}/health").json()["episodes"] == 0  # every episode freed its state
 
 
