@@ -4,9 +4,9 @@
 
 Starts the hotel MCP server (``envs.local.server``) and a minimal baseline server (uvicorn + starlette, one
 JSON route, the same IPPROTO_TCP listening socket) as separate processes, then for each concurrency drives
-that many episodes at once through ``EnvClient`` (one MCP session each, ``search_hotels`` calls) and the
-same number of plain keep-alive ``httpx2`` clients posting a JSON-RPC-sized body to the baseline. Opening
-sessions is not timed, only calls. Prints a table and the MCP calls/s as a ratio of the baseline's, and
+that many episodes at once through ``EnvClient`` (each seeded on the server, ``search_hotels`` calls as
+one MCP ``tools/call`` POST each, 8 episodes to an HTTP client) and the same number of plain keep-alive
+``httpx2`` clients posting a JSON-RPC-sized body to the baseline. Opening episodes is not timed, only calls. Prints a table and the MCP calls/s as a ratio of the baseline's, and
 ends with one line of JSON: ``{"bench": "env_throughput", ...}``. Client and servers share the machine's
 cores, as they do in a CPU trial. Wall figures move with whatever else runs; the client and server CPU
 milliseconds per call do much less, so the table gives both, plus the rate they imply on 2 idle cores.
@@ -33,8 +33,13 @@ from envs.client import EnvClient  # noqa: E402
 from envs.local.launch import LocalEnvServer  # noqa: E402
 from envs.task import Task  # noqa: E402
 
-TASK = Task(task_key="bench", prompt="Find hotels.", env_key="hotel", verifier={"type": "booking_made"},
-            env_variables={"CURRENT_DATE": "2026-01-01", "LOGGED_IN_USER": "alice"})
+TASK = Task(
+    task_key="bench",
+    prompt="Find hotels.",
+    env_key="hotel",
+    verifier={"type": "booking_made"},
+    env_variables={"CURRENT_DATE": "2026-01-01", "LOGGED_IN_USER": "alice"},
+)
 CALL = ("search_hotels", {"city": "Paris"})
 BODY = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": CALL[0], "arguments": CALL[1]}}
 
@@ -51,13 +56,17 @@ def serve_baseline() -> None:
 
     async def rpc(request: Request) -> JSONResponse:
         body = await request.json()
-        text = json.dumps([{"hotel_id": "H02", "name": "Louvre Inn", "price": 140}, {"hotel_id": "H01", "name": "Seine Lodge", "price": 180}])
+        text = json.dumps(
+            [{"hotel_id": "H02", "name": "Louvre Inn", "price": 140}, {"hotel_id": "H01", "name": "Seine Lodge", "price": 180}]
+        )
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"content": [{"type": "text", "text": text}], "isError": False}})
 
     _exit_with_parent(os.getppid())
     sock = _listen_socket()
     print(f"READY {sock.getsockname()[1]}", flush=True)
-    uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/rpc", rpc, methods=["POST"])]), log_level="warning", access_log=False)).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/rpc", rpc, methods=["POST"])]), log_level="warning", access_log=False)).run(
+        sockets=[sock]
+    )
 
 
 def process_cpu_s(pid: int | None = None) -> float:
@@ -81,8 +90,10 @@ class CpuMeter:
         self.client0, self.server0 = process_cpu_s(), process_cpu_s(server_pid)
 
     def per_call(self, calls: int) -> dict[str, float]:
-        return {"client_cpu_ms": round(1000 * (process_cpu_s() - self.client0) / calls, 3),
-                "server_cpu_ms": round(1000 * (process_cpu_s(self.server_pid) - self.server0) / calls, 3)}
+        return {
+            "client_cpu_ms": round(1000 * (process_cpu_s() - self.client0) / calls, 3),
+            "server_cpu_ms": round(1000 * (process_cpu_s(self.server_pid) - self.server0) / calls, 3),
+        }
 
 
 class Baseline:
@@ -170,14 +181,20 @@ def _cpu(summary_: dict) -> float:
 
 
 def render(results: dict[str, dict]) -> None:
-    print(f"{'sessions':>8} | {'mcp calls/s':>11} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/call':>11} | "
-          f"{'http calls/s':>12} {'p50 ms':>7} {'cpu ms/call':>11} | {'ratio':>5} {'cpu ratio':>9} {'open ms':>7} {'idle 2-core':>11}")
+    print(
+        f"{'sessions':>8} | {'mcp calls/s':>11} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/call':>11} | "
+        f"{'http calls/s':>12} {'p50 ms':>7} {'cpu ms/call':>11} | {'ratio':>5} {'cpu ratio':>9} {'open ms':>7} {'idle 2-core':>11}"
+    )
     for n, r in results.items():
         m, b = r["mcp"], r["baseline"]
-        print(f"{n:>8} | {m['calls_per_s']:>11} {m['p50_ms']:>7} {m['p95_ms']:>7} {_cpu(m):>11.3f} | "
-              f"{b['calls_per_s']:>12} {b['p50_ms']:>7} {_cpu(b):>11.3f} | {r['ratio']:>5} {r['cpu_ratio']:>9} {r['open_ms']:>7} {r['idle_2core_calls_per_s']:>11}")
-    print("cpu ms/call = client + server CPU per call; cpu ratio = baseline's CPU per call / ours (load-independent);\n"
-          "idle 2-core = 1000 / max(client, server CPU ms per call): the rate with one idle core each")
+        print(
+            f"{n:>8} | {m['calls_per_s']:>11} {m['p50_ms']:>7} {m['p95_ms']:>7} {_cpu(m):>11.3f} | "
+            f"{b['calls_per_s']:>12} {b['p50_ms']:>7} {_cpu(b):>11.3f} | {r['ratio']:>5} {r['cpu_ratio']:>9} {r['open_ms']:>7} {r['idle_2core_calls_per_s']:>11}"
+        )
+    print(
+        "cpu ms/call = client + server CPU per call; cpu ratio = baseline's CPU per call / ours (load-independent);\n"
+        "idle 2-core = 1000 / max(client, server CPU ms per call): the rate with one idle core each"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,13 +216,27 @@ def main(argv: list[str] | None = None) -> int:
             calls = max(20, args.calls_per_session // max(1, n // 8))  # similar total work at every level
             mcp, open_s = asyncio.run(run_mcp(server.base_url, n, calls, server.process.pid))
             base = asyncio.run(run_baseline(baseline_url, n, calls, baseline.pid))
-            results[str(n)] = {"mcp": mcp, "baseline": base, "ratio": round(mcp["calls_per_s"] / base["calls_per_s"], 3),
-                               "cpu_ratio": round(_cpu(base) / _cpu(mcp), 3), "open_ms": round(open_s * 1000, 1),
-                               # client and server each on its own core: the busier one bounds the rate
-                               "idle_2core_calls_per_s": round(1000 / max(mcp["client_cpu_ms"], mcp["server_cpu_ms"]))}
+            results[str(n)] = {
+                "mcp": mcp,
+                "baseline": base,
+                "ratio": round(mcp["calls_per_s"] / base["calls_per_s"], 3),
+                "cpu_ratio": round(_cpu(base) / _cpu(mcp), 3),
+                "open_ms": round(open_s * 1000, 1),
+                # client and server each on its own core: the busier one bounds the rate
+                "idle_2core_calls_per_s": round(1000 / max(mcp["client_cpu_ms"], mcp["server_cpu_ms"])),
+            }
     render(results)
-    print(json.dumps({"bench": "env_throughput", "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
-                      "loadavg_1m_after": round(os.getloadavg()[0], 2), "results": results}))
+    print(
+        json.dumps(
+            {
+                "bench": "env_throughput",
+                "cpus": os.cpu_count(),
+                "loadavg_1m_before": round(load_before, 2),
+                "loadavg_1m_after": round(os.getloadavg()[0], 2),
+                "results": results,
+            }
+        )
+    )
     return 0
 
 
