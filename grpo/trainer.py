@@ -31,7 +31,7 @@ from grpo.chat import ChatFormat
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
-from grpo.distributed import ONE_PROCESS, Ranks, barrier, full_parameters, gather_lists, init_ranks, parallelize, shutdown
+from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, full_parameters, gather_lists, init_ranks, parallelize, shutdown
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
 from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
@@ -173,7 +173,7 @@ def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy,
         return VLLMGenerator(settings, chat.end_id, int(os.environ.get("LOCAL_RANK", "0")))  # starts from model_dir's weights
     if not ranks.sharded:
         return HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id)
-    sampler = load(False).to(next(policy.parameters()).device)
+    sampler = load(False).to(device())
     return HFGenerator(sampler, stop_id=chat.end_id, pad_id=chat.pad_id, needs_weight_sync=True)
 
 

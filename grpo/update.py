@@ -15,7 +15,7 @@ import torch
 
 from grpo.algorithm import AGGREGATION_WEIGHTS, kl_estimator, loss_aggregation, masked_mean, ppo_clipped_loss, rescale_to_global
 from grpo.batching import TrainBatch
-from grpo.distributed import ONE_PROCESS, Ranks, sum_across
+from grpo.distributed import ONE_PROCESS, Ranks, device, sum_across
 from grpo.policy import token_logprobs
 
 
@@ -46,7 +46,7 @@ def policy_update(
     forward's own (detached) and the separate no-grad pass is skipped. ``rollout/logprob_gap`` compares
     the policy's log-probs of the sampled tokens with the sampler's.
     """
-    batch = batch.to(next(policy.parameters()).device)
+    batch = batch.to(device())  # the GPU even when FSDP2 offloads the parameters to CPU memory
     first = first_target(batch.loss_mask)
     with torch.no_grad():
         old_logprobs = None if settings.ppo_epochs * settings.mini_batches == 1 else scored(policy, batch, settings, first)

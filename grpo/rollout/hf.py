@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import torch
 
+from grpo.distributed import device
 from grpo.rollout import Completion, SamplingParams
 
 LOGITS_BUDGET_BYTES = 4 * 2**30  # generate keeps every step's logits: a 152K vocabulary needs ~78 MB per sequence per 128 tokens
@@ -35,7 +36,7 @@ class HFGenerator:
         from transformers import GenerationConfig
 
         width = max(len(p) for p in prompts)
-        where = next(self.model.parameters()).device
+        where = device()  # where the model computes (its parameters may be offloaded to CPU memory)
         input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=where)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=where)
         config = GenerationConfig(
