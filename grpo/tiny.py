@@ -14,7 +14,10 @@ from collections.abc import Iterable
 
 PAD, UNK, IM_START, IM_END = "<|endoftext|>", "[UNK]", "<|im_start|>", "<|im_end|>"
 ACTION_TOKENS = ["<tool_call>", "</tool_call>", "<done>"]
-_PIECES = re.compile(r"\d{4}-\d{2}-\d{2}|\w+|\s+|[^\w\s]")  # an ISO date is one word: copied whole
+# Digits come in pieces of at most two, apart from letters: 2026-06-24 is 20 26 - 06 - 24 and B72 is B 72, so
+# every id and date of a held-out task is made of pieces the warm-start trained on (a whole date or id as
+# one word would be a token the policy never learnt to emit, and it could not copy it).
+_PIECES = re.compile(r"\d\d?|[^\W\d]+|\s+|[^\w\s]")
 _ADDED = re.compile("|".join(re.escape(t) for t in [IM_START, IM_END, PAD, *ACTION_TOKENS]))
 
 CHAT_TEMPLATE = (

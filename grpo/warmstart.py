@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -28,7 +29,7 @@ from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
 
 log = logging.getLogger(__name__)
-BUILD_VERSION = "4"  # bump when the tokenizer, the model or the warm-start recipe changes
+BUILD_VERSION = "5"  # bump when the tokenizer, the model or the warm-start recipe changes
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Conversation:
 def reference_conversation(task: Task) -> Conversation:
     """Replay a task's solution in-process and render it as the agent would have seen it."""
     app = get_app(task.env_key)
-    calls = [(c.name, c.arguments) for c in task.solution]
+    calls = [(c.name, dict(sorted(c.arguments.items()))) for c in task.solution]  # one argument order, whatever the generator's
     _, _, results = app.replay(task.env_variables, task.initial_state, calls)
     messages = opening_messages(task.prompt, tool_signatures(app), task.env_variables)
     turns: list[tuple[str, str | None]] = [
@@ -136,8 +137,10 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
     tmp.rename(target)
 
 
-def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int) -> dict[str, Any]:
-    """Cross-entropy on masked tokens, random mini-batches, constant LR after a 5% linear warm-up.
+def supervised_train(
+    model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int
+) -> dict[str, Any]:
+    """Cross-entropy on masked tokens, random mini-batches, a 5% linear warm-up then cosine decay to a tenth.
 
     Returns the first and last losses and the time; logs progress every tenth of the way.
     """
@@ -148,7 +151,9 @@ def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id:
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: (i + 1) / warmup if i < warmup else 0.55 + 0.45 * math.cos(math.pi * (i - warmup) / max(1, steps - warmup))
+    )
     model.train()
     losses: list[float] = []
     started = time.perf_counter()
@@ -169,7 +174,11 @@ def supervised_train(model, examples: list[tuple[list[int], list[int]]], pad_id:
         if (step + 1) % max(1, steps // 10) == 0:
             log.info("warm-start step %d/%d loss %.3f (%.0fs)", step + 1, steps, losses[-1], time.perf_counter() - started)
     model.eval()
-    return {"first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None, "seconds": time.perf_counter() - started}
+    return {
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
