@@ -47,16 +47,33 @@ def init_ranks() -> Ranks:
         return Ranks(dist.get_rank(), dist.get_world_size())
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        if torch.cuda.is_available():
+        if on_gpu():
             device()
             dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
         return Ranks()
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("nccl" if on_gpu() else "gloo")
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
+def ray_gpu_ids() -> list[str] | None:
+    """The GPUs Ray assigned to this process, or None outside a Ray worker."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
+        return None
+    return [str(g) for g in ray.get_gpu_ids()]
+
+
+def on_gpu() -> bool:
+    """Whether this process trains on a GPU: CUDA is there and, inside Ray, Ray gave it one (a
+    ``num_gpus=0`` worker on a GPU node sees every GPU but must not take one)."""
+    return torch.cuda.is_available() and ray_gpu_ids() != []
+
+
 def device() -> torch.device:
-    if torch.cuda.is_available():
+    if on_gpu():
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         return torch.device("cuda", local)
@@ -76,19 +93,19 @@ def parallelize(
     """
     if activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    on_gpu = torch.cuda.is_available()
-    if not (ranks.sharded or on_gpu):
+    gpu = on_gpu()
+    if not (ranks.sharded or gpu):
         return model
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-    if on_gpu and not cpu_offload:
+    if gpu and not cpu_offload:
         model.to(device())
     mesh = init_device_mesh(device().type, (ranks.world,))
     options: dict[str, Any] = {"mesh": mesh}
     if bf16:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    if cpu_offload and on_gpu:
+    if cpu_offload and gpu:
         options["offload_policy"] = CPUOffloadPolicy()
     for layer in decoder_layers(model):
         fully_shard(layer, **options)

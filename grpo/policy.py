@@ -37,13 +37,15 @@ def token_logprobs(
     input_ids, attention_mask: ``(B, L)``. Returns ``(logprobs (B, L-1), entropy (B, L-1))`` where
     position t scores ``input_ids[:, t + 1]``. Positions before ``first_target`` (the prompt, which no
     loss reads) are not computed (``logits_to_keep``) and come back as 0. The float32 log-softmax runs
-    ``chunk`` positions at a time, recomputed in backward, so the full-vocabulary float32 logits of the
-    whole batch never exist at once (with a 152K vocabulary they would dwarf the model).
+    ``chunk`` positions at a time, recomputed in backward, so only the model's own (bf16 on a GPU) logits
+    and one chunk's float32 copy exist at once, not a float32 copy of all of them. Leaves out: applying
+    the head chunk by chunk (the logits of a micro-batch still exist whole: keep micro-batches small).
     """
     keep = input_ids.shape[1] - first_target
     logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits[:, :-1]
     targets = input_ids[:, first_target + 1 :]
-    pieces = [_scored(logits[:, s : s + chunk], targets[:, s : s + chunk], temperature) for s in range(0, logits.shape[1], chunk)]
+    # split, not slicing in a loop: each sliced chunk's backward would allocate a zero tensor as big as all the logits
+    pieces = [_scored(part, goal, temperature) for part, goal in zip(logits.split(chunk, dim=1), targets.split(chunk, dim=1))]
     logprobs = torch.cat([p[0] for p in pieces], dim=1)
     entropy = torch.cat([p[1] for p in pieces], dim=1)
     pad = (first_target, 0)

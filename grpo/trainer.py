@@ -31,7 +31,7 @@ from grpo.chat import ChatFormat
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
-from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, full_parameters, gather_lists, init_ranks, parallelize, shutdown
+from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, full_parameters, gather_lists, init_ranks, on_gpu, parallelize, shutdown
 from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
 from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
@@ -101,6 +101,8 @@ def check_world(cfg: TrainerConfig, ranks: Ranks) -> None:
     """Every rank must get the same number of tasks and run the same number of mini-batches."""
     if cfg.rollout.prompts_per_step % ranks.world:
         raise ValueError(f"rollout.prompts_per_step={cfg.rollout.prompts_per_step} must be a multiple of the {ranks.world} workers")
+    if cfg.model.cpu_offload and ranks.sharded:
+        raise ValueError(f"model.cpu_offload with {ranks.world} workers: offloaded shards need collectives on CPU tensors, which NCCL cannot run; use one worker")
     per_rank = cfg.rollout.prompts_per_step // ranks.world * cfg.rollout.n_samples_per_prompt
     if per_rank < cfg.algorithm.mini_batches:
         raise ValueError(f"algorithm.mini_batches={cfg.algorithm.mini_batches} exceeds the {per_rank} episodes each of {ranks.world} workers trains on")
@@ -143,7 +145,7 @@ def build_models(cfg: TrainerConfig, tasks, ranks: Ranks = ONE_PROCESS) -> Model
     tokenizer, load, model_dir = policy_source(cfg, tasks, ranks)
     chat = ChatFormat(tokenizer)
     m = cfg.model
-    bf16 = torch.cuda.is_available() and m.dtype == "bfloat16"
+    bf16 = on_gpu() and m.dtype == "bfloat16"
     shard = {"bf16": bf16, "activation_checkpointing": m.activation_checkpointing, "cpu_offload": m.cpu_offload}
     policy = parallelize(load(True), ranks, **shard)
     reference = parallelize(load(False), ranks, bf16=bf16, cpu_offload=m.cpu_offload) if cfg.algorithm.kl_coef > 0 else None
@@ -207,6 +209,7 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     batch = training_batch(trajectories, trajectory_advantages(trajectories, cfg), models.chat.pad_id)
     models.generator.sleep()
     stats = policy_update(models.policy, models.reference, models.optimizer, batch, update_settings(cfg), shuffle, models.ranks)
+    release_cached_memory()  # the update's peak stays reserved by torch's allocator; a vLLM engine waking in its own process needs it
     synced = time.perf_counter()
     if models.generator.needs_weight_sync:
         models.generator.load_weights(full_parameters(models.policy))
@@ -214,6 +217,14 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     stats["timing/weight_sync_s"] = time.perf_counter() - synced
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def release_cached_memory() -> None:
+    if on_gpu():
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:

@@ -225,6 +225,16 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
             f"for {r.gpus_per_trial:g} GPUs per trial set workers_per_trial: {r.gpus_per_trial:g} and gpus_per_trial: 1 "
             "(one FSDP2 rank, and one vLLM engine, per GPU)"
         )
+    if r.workers_per_trial > 1 and 0 < r.gpus_per_trial < 1:
+        problems.append(
+            f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g} with workers_per_trial = {r.workers_per_trial}: Ray may put two "
+            "workers of a trial on one GPU, which NCCL refuses; give each worker a whole GPU (gpus_per_trial: 1)"
+        )
+    if r.workers_per_trial > 1 and base.model.cpu_offload:
+        problems.append(
+            f"{source}: key 'trainer.model.cpu_offload' = true with workers_per_trial = {r.workers_per_trial}: offloaded shards would need "
+            "collectives on CPU tensors, which the workers' NCCL group cannot run; set it false (or run one worker per trial)"
+        )
     swept = cfg.space.get("rollout.backend")
     vllm = base.rollout.backend == "vllm" or (swept is not None and swept.contains("vllm"))
     if vllm and r.gpus_per_trial <= 0:

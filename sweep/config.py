@@ -108,8 +108,10 @@ class StoppingConfig(StrictModel):
 
 
 class ResourcesConfig(StrictModel):
-    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs Ray reserves for each trial.")
-    gpus_per_trial: float = Field(0.0, ge=0, description="GPUs Ray reserves for each trial.")
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs Ray reserves for each trial (for each worker when workers_per_trial > 1).")
+    gpus_per_trial: float = Field(
+        0.0, ge=0, description="GPUs Ray reserves for each trial (for each worker when workers_per_trial > 1); a worker uses at most one."
+    )
     workers_per_trial: int = Field(
         1, ge=1, description="FSDP2 ranks per trial. Above 1 the trial runs Ray Train's TorchTrainer with this many workers, each given cpus_per_trial CPUs and gpus_per_trial GPUs."
     )

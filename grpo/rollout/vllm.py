@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
 
 
@@ -63,17 +65,6 @@ def engine_visible_devices(local_rank: int, visible: str | None, ray_gpus: list[
     return devices[local_rank]
 
 
-def ray_gpu_ids() -> list[str] | None:
-    """The GPUs Ray assigned to this process, or None outside a Ray worker."""
-    try:
-        import ray
-    except ImportError:
-        return None
-    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
-        return None
-    return [str(g) for g in ray.get_gpu_ids()]
-
-
 @contextlib.contextmanager
 def visible_devices(value: str) -> Iterator[None]:
     """Set ``CUDA_VISIBLE_DEVICES`` while the engine process is started (it inherits it), then restore it."""
@@ -101,6 +92,15 @@ def weight_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int) -> Ite
         size += nbytes
     if bucket:
         yield bucket
+
+
+def staging_dir(bucket_bytes: int) -> Path:
+    """Where weight buckets are written: /dev/shm (memory) when it has room for two, else the temp dir
+    (a container's default /dev/shm is 64 MB)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shutil.disk_usage(shm).free > 2 * bucket_bytes:
+        return shm
+    return Path(tempfile.gettempdir())
 
 
 def _load_weights_file(worker, path: str) -> int:
@@ -188,8 +188,7 @@ class VLLMGenerator:
 
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-        path = shm / f"grpo-weights-{os.getpid()}.safetensors"
+        path = staging_dir(self.settings.weight_bucket_mb * 2**20) / f"grpo-weights-{os.getpid()}.safetensors"
         dtype = _torch_dtype(self.settings.dtype)
         cast = ((name, t.detach().to("cpu", dtype=dtype).contiguous()) for name, t in weights)
         try:

@@ -235,6 +235,9 @@ def test_trial_placement_on_gpus(tmp_path):
     _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 8}\n", "set workers_per_trial: 8 and gpus_per_trial: 1")
     _fails(tmp_path, vllm + "resources: {gpus_per_trial: 0.25}\n", "gpu_memory_utilization' = 0.3 is not below resources.gpus_per_trial = 0.25")
     assert _load(tmp_path, vllm + "resources: {gpus_per_trial: 0.5}\n").resources.gpus_per_trial == 0.5  # two trials per GPU, 0.3 each
+    _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 0.5, workers_per_trial: 2}\n", "which NCCL refuses")
+    offload = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, model: {cpu_offload: true}}")
+    _fails(tmp_path, offload + "resources: {gpus_per_trial: 1, workers_per_trial: 2}\n", "'trainer.model.cpu_offload' = true with workers_per_trial = 2")
 
 
 def test_a_saved_config_reloads_to_the_same(tmp_path):

@@ -39,7 +39,8 @@ def ray_with_four_gpus():
 def _worker_loop(config):
     import ray.train
 
-    from grpo.rollout.vllm import engine_visible_devices, ray_gpu_ids
+    from grpo.distributed import ray_gpu_ids
+    from grpo.rollout.vllm import engine_visible_devices
 
     context = ray.train.get_context()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -74,18 +75,21 @@ def test_an_actor_without_gpus_gets_an_error_not_every_gpu(ray_with_four_gpus):
 
     @ray.remote(num_gpus=0, num_cpus=0.5)
     def engine_device():
-        from grpo.rollout.vllm import engine_visible_devices, ray_gpu_ids
+        from grpo.distributed import ray_gpu_ids
+        from grpo.rollout.vllm import engine_visible_devices
 
         try:
-            return engine_visible_devices(0, os.environ.get("CUDA_VISIBLE_DEVICES"), ray_gpu_ids())
+            return ray_gpu_ids(), engine_visible_devices(0, os.environ.get("CUDA_VISIBLE_DEVICES"), ray_gpu_ids())
         except RuntimeError as exc:
-            return str(exc)
+            return ray_gpu_ids(), str(exc)
 
-    assert "num_gpus=0" in ray.get(engine_device.remote())
+    ids, outcome = ray.get(engine_device.remote())
+    assert ids == []  # so grpo.distributed.on_gpu() is False there: a CPU trial on a GPU node trains on the CPU
+    assert "num_gpus=0" in outcome
     assert ray_gpu_ids_outside_ray() is None
 
 
 def ray_gpu_ids_outside_ray():
-    from grpo.rollout.vllm import ray_gpu_ids
+    from grpo.distributed import ray_gpu_ids
 
     return ray_gpu_ids()  # the driver is not a Ray worker
