@@ -11,6 +11,7 @@ on a laptop, under Tune with one worker, and on N CPU or GPU ranks.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,9 +67,10 @@ def ray_gpu_ids() -> list[str] | None:
     return [str(g) for g in ray.get_gpu_ids()]
 
 
+@functools.cache
 def on_gpu() -> bool:
     """Whether this process trains on a GPU: CUDA is there and, inside Ray, Ray gave it one (a
-    ``num_gpus=0`` worker on a GPU node sees every GPU but must not take one)."""
+    ``num_gpus=0`` worker on a GPU node sees every GPU but must not take one). Fixed for a process's life."""
     return torch.cuda.is_available() and ray_gpu_ids() != []
 
 
@@ -120,15 +122,6 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     if layers is None:
         raise TypeError(f"{type(model).__name__}: no model.layers to shard; parallelize knows Hugging Face causal LMs")
     return list(layers)
-
-
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter unsharded, on every rank (for the generator's copy of the weights)."""
-    if not any(type(p).__name__ == "DTensor" for p in model.parameters()):
-        return {k: v.detach() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
 
 
 def full_parameters(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

@@ -163,11 +163,7 @@ class VLLMGenerator:
         ids = list(sample.token_ids)
         logprobs = [_chosen_logprob(position, token) for position, token in zip(sample.logprobs or [], ids)]
         logprobs += [math.nan] * (len(ids) - len(logprobs))
-        finished = "stop" if sample.finish_reason == "stop" else "length"
-        if finished == "stop" and (not ids or ids[-1] != self.stop_id):  # the stop id always ends a finished turn
-            ids.append(self.stop_id)
-            logprobs.append(math.nan)
-        return Completion(ids, logprobs, finished)
+        return Completion(ids, logprobs, "stop" if sample.finish_reason == "stop" else "length")  # vLLM keeps the stop id in token_ids
 
     def sleep(self) -> None:
         """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""

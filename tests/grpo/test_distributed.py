@@ -19,7 +19,7 @@ import torch
 import torch.multiprocessing as mp
 
 from grpo.batching import TrainBatch
-from grpo.distributed import ONE_PROCESS, full_state_dict, init_ranks, parallelize, shutdown
+from grpo.distributed import ONE_PROCESS, full_parameters, init_ranks, parallelize, shutdown
 from grpo.policy import load_policy
 from grpo.update import UpdateSettings, policy_update
 from tests.conftest import TEST_MODEL
@@ -41,7 +41,7 @@ def _train(base: str, batch: TrainBatch, agg: str, ranks) -> tuple[list[dict], d
     reference = parallelize(load_policy(base, trainable=False), ranks)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
     stats = [policy_update(policy, reference, optimizer, batch, _settings(agg), torch.Generator().manual_seed(0), ranks) for _ in range(STEPS)]
-    return stats, full_state_dict(policy)
+    return stats, dict(full_parameters(policy))
 
 
 def _rank_main(rank: int, world: int, port: int, base: str, batch: TrainBatch, out: str) -> None:
