@@ -42,7 +42,7 @@ def token_logprobs(
     the head chunk by chunk (the logits of a micro-batch still exist whole: keep micro-batches small).
     """
     keep = input_ids.shape[1] - first_target
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits[:, :-1]
+    logits = shared_prefix_logits(model, input_ids, attention_mask, first_target, keep)[:, :-1]
     targets = input_ids[:, first_target + 1 :]
     # split, not slicing in a loop: each sliced chunk's backward would allocate a zero tensor as big as all the logits
     pieces = [_scored(part, goal, temperature) for part, goal in zip(logits.split(chunk, dim=1), targets.split(chunk, dim=1))]
@@ -50,6 +50,36 @@ def token_logprobs(
     entropy = torch.cat([p[1] for p in pieces], dim=1)
     pad = (first_target, 0)
     return torch.nn.functional.pad(logprobs, pad), torch.nn.functional.pad(entropy, pad)
+
+
+def shared_prefix_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int, keep: int) -> torch.Tensor:
+    """The model's logits of the last ``keep`` positions, each distinct ``prefix``-token head run once.
+
+    The samples of a group share their prompt, so the first ``prefix`` tokens (no loss reads their
+    logits) are computed once per distinct head and their keys and values given to every row that starts
+    with it; gradients flowing back through that selection sum over the rows, so the result and its
+    gradients are those of the whole batch run row by row (to float rounding). Falls back to one plain
+    forward when no two rows share a head, when the heads hold padding, under activation checkpointing
+    (which turns the cache off), and for an FSDP2-sharded model (two forwards before one backward: the
+    second's post-backward reshard frees parameters the first's backward still needs).
+    """
+    heads, rows = torch.unique(input_ids[:, :prefix], dim=0, return_inverse=True) if prefix > 0 else (input_ids, None)
+    if rows is None or len(heads) == len(input_ids) or not bool(attention_mask[:, :prefix].all()) or _checkpointed(model) or _sharded(model):
+        return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
+    cache = model(input_ids=heads, use_cache=True, logits_to_keep=1).past_key_values
+    cache.batch_select_indices(rows)
+    return model(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, past_key_values=cache, use_cache=True, logits_to_keep=keep).logits
+
+
+def _sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _checkpointed(model) -> bool:
+    """Activation checkpointing on (HF's flag on the decoder; it turns the KV cache off in training)."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -108,3 +108,30 @@ def test_micro_batches_make_the_same_update(tiny_base, chat, tasks):
         assert micro[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6), key
     for a, b in zip(w_whole, w_micro):  # relative norm: Adam magnifies summation-order noise in near-zero gradients
         assert (a - b).norm() <= 1e-4 * a.norm()
+
+
+def test_shared_prompt_runs_once_per_group_with_the_same_logprobs_and_gradients(tiny_base, chat, tasks):
+    """Rows that share their prompt (a group's samples) get it computed once; nothing a loss reads changes."""
+    examples = [supervised_example(chat, reference_conversation(t)) for t in (tasks[0], tasks[0], tasks[13], tasks[13], tasks[0])]
+    cut = [0, 3, 0, 2, 5]  # different answers after one prompt: drop tokens from some rows (right padding)
+    batch = collate([ids[: len(ids) - c] for (ids, _), c in zip(examples, cut)], [m[: len(m) - c] for (_, m), c in zip(examples, cut)],
+                    [1.0] * 5, chat.pad_id)
+    first = int((batch.loss_mask.sum(0) > 0).float().argmax())
+    policy = load_policy(tiny_base)
+    rows_seen: list[int] = []
+    hook = policy.register_forward_pre_hook(lambda _, args, kwargs: rows_seen.append(len(kwargs["input_ids"])), with_kwargs=True)
+
+    def gradients(logprobs: torch.Tensor) -> list[torch.Tensor]:
+        policy.zero_grad()
+        (logprobs * batch.loss_mask).sum().backward()
+        return [p.grad.clone() for p in policy.parameters()]
+
+    shared = token_logprobs(policy, batch.input_ids, batch.attention_mask, 1.0, first_target=first)[0]
+    shared_grads = gradients(shared)
+    assert rows_seen == [2, 5]  # the two distinct prompts once, then every row's own tokens
+    hook.remove()
+    logits = policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, first:-1].float()
+    plain = torch.nn.functional.pad(torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, first + 1 :, None])[..., 0], (first, 0))
+    assert torch.allclose(shared * batch.loss_mask, plain * batch.loss_mask, atol=1e-5)
+    for a, b in zip(shared_grads, gradients(plain)):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
