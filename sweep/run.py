@@ -123,4 +123,16 @@ def prepare_base_policy(cfg: SweepConfig) -> None:
     A separate process, so the driver itself never imports torch.
     """
     print("preparing the base policy (built once, then cached)...", flush=True)
-    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
+    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True, preexec_fn=die_with_parent)
+
+
+def die_with_parent() -> None:
+    """In a child, before it runs: on Linux the kernel sends it SIGTERM when the process that started it
+    dies, so a driver killed while the base policy builds (minutes, every core) takes the build with it."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the build runs to its end, as before
+        pass
