@@ -52,7 +52,8 @@ def serve_baseline() -> None:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from envs.local.server import _exit_with_parent, _listen_socket
+    from envs.lifeline import exit_with_parent
+    from envs.local.server import _listen_socket
 
     async def rpc(request: Request) -> JSONResponse:
         body = await request.json()
@@ -61,7 +62,7 @@ def serve_baseline() -> None:
         )
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"content": [{"type": "text", "text": text}], "isError": False}})
 
-    _exit_with_parent(os.getppid())
+    exit_with_parent(os.getppid())
     sock = _listen_socket()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/rpc", rpc, methods=["POST"])]), log_level="warning", access_log=False)).run(

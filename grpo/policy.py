@@ -63,8 +63,9 @@ def shared_prefix_logits(model, input_ids: torch.Tensor, attention_mask: torch.T
     (which turns the cache off), and for an FSDP2-sharded model (two forwards before one backward: the
     second's post-backward reshard frees parameters the first's backward still needs).
     """
-    heads, rows = torch.unique(input_ids[:, :prefix], dim=0, return_inverse=True) if prefix > 0 else (input_ids, None)
-    if rows is None or len(heads) == len(input_ids) or not bool(attention_mask[:, :prefix].all()) or _checkpointed(model) or _sharded(model):
+    shareable = prefix > 0 and not _sharded(model) and not _checkpointed(model) and bool(attention_mask[:, :prefix].all())
+    heads, rows = torch.unique(input_ids[:, :prefix], dim=0, return_inverse=True) if shareable else (input_ids, None)
+    if len(heads) == len(input_ids):  # nothing shared (or not shareable): one plain forward
         return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
     cache = model(input_ids=heads, use_cache=True, logits_to_keep=1).past_key_values
     cache.batch_select_indices(rows)

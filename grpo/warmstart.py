@@ -187,9 +187,11 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
+    from envs.lifeline import exit_with_parent
     from grpo.config import TrainerConfig
     from grpo.data import trial_tasks
 
+    exit_with_parent(os.getppid())  # a driver killed mid-build takes the build (minutes, every core) with it
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = TrainerConfig.model_validate(json.loads((argv or sys.argv[1:])[0]))
     if cfg.model.name_or_path:  # a pretrained policy: nothing to warm-start

