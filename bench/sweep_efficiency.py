@@ -1,13 +1,14 @@
-"""ASHA + TPE against a full grid over the same space, on the CPU demo: trial-steps each spends to reach the
-grid's best held-out pass@1, and the harness's own share of the wall time.
+"""ASHA + TPE against a full grid over the same space, on CPU: trial-steps each spends to reach the grid's
+best held-out pass@1, and the harness's own share of the wall time.
 
-    .venv/bin/python bench/sweep_efficiency.py                          # the demo's space as a 3 x 3 x 2 grid
-    .venv/bin/python bench/sweep_efficiency.py --steps 4 --lrs 1e-4 3e-3 --kl 0 0.1 --n 4 --set rollout.prompts_per_step=4
+    .venv/bin/python bench/sweep_efficiency.py                          # 4 LRs x 2 KL coefficients, 10 steps each
+    .venv/bin/python bench/sweep_efficiency.py --space sweep/search_spaces/demo_cpu.yaml --steps 4 --lrs 1e-4 3e-3 --kl 0 0.1 --n 4
 
-Both sweeps start from ``sweep/search_spaces/demo_cpu.yaml`` with held-out eval on (``eval/avg_pass_at_1``
-is the searched metric). The grid runs every combination of ``--lrs`` x ``--kl`` x ``--n`` to the end
+Both sweeps start from the trainer block of ``--space`` (default ``sweep/search_spaces/learning_cpu.yaml``,
+whose base policy learns on held-out tasks) with held-out eval on (``eval/avg_pass_at_1`` is the searched
+metric). The grid runs every combination of ``--lrs`` x ``--kl`` x ``--n`` to the end
 (FIFO, no early stop). ASHA + Optuna TPE gets the same values as ``choice``s, the same number of trials,
-ASHA's grace period one eval interval, and the demo's zero-signal stop. Trial-steps to the target: every
+ASHA's grace period one eval interval, and the zero-signal stop (threshold 1e-3, patience 3). Trial-steps to the target: every
 report of both sweeps in the order it happened (each trial records a wall-clock timestamp per step); the
 count of trial-steps spent until a report carries eval pass@1 >= the grid's best - ``--tolerance``.
 
@@ -39,14 +40,14 @@ from sweep.__main__ import _parse_set  # noqa: E402
 from sweep.config import SweepConfig, load_sweep_config  # noqa: E402
 from sweep.results import trial_history  # noqa: E402
 
-DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
+LEARNING = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
 METRIC = "eval/avg_pass_at_1"
 KEYS = {"lrs": "optim.lr", "kl": "algorithm.kl_coef", "n": "rollout.n_samples_per_prompt"}
 
 
 def space_file(args: argparse.Namespace, kind: str, folder: Path) -> Path:
-    """The demo's file, turned into the grid arm or the ASHA + TPE arm (same values, same trial count)."""
-    data = yaml.safe_load(DEMO.read_text())
+    """The space file, turned into the grid arm or the ASHA + TPE arm (same values, same trial count)."""
+    data = yaml.safe_load(args.space.read_text())
     trials = len(args.lrs) * len(args.kl) * len(args.n)
     trainer = apply_overrides(data["trainer"], {"total_steps": args.steps, "eval.interval": args.eval_interval,
                                                 "eval.n_samples": args.eval_samples, **_parse_set(args.set)})
@@ -65,6 +66,7 @@ def space_file(args: argparse.Namespace, kind: str, folder: Path) -> Path:
         data["search"] = {"searcher": "optuna", "num_samples": trials, "n_startup_trials": min(3, trials), "metric": METRIC,
                           "mode": "max", "seed": args.seed}
         data["scheduler"] = {"type": "asha", "grace_period": args.eval_interval, "reduction_factor": 2}
+        data["stopping"] = {"zero_signal": {"enabled": True, "threshold": 1e-3, "patience": 3}}
     path = folder / f"{kind}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -157,12 +159,13 @@ def render(rows: list[dict[str, Any]], target: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial (the demo's 10)")
-    parser.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 3e-4, 3e-3], help="learning rates (grid values)")
-    parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.01, 0.1], help="KL coefficients")
-    parser.add_argument("--n", type=int, nargs="+", default=[4, 8], help="samples per prompt")
+    parser.add_argument("--space", type=Path, default=LEARNING, help="the space file whose trainer block both arms use")
+    parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial")
+    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-6, 3e-5, 1e-4, 3e-4], help="learning rates (grid values)")
+    parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.05], help="KL coefficients")
+    parser.add_argument("--n", type=int, nargs="+", default=[8], help="samples per prompt")
     parser.add_argument("--eval-interval", type=int, default=2, help="eval every this many steps (and ASHA's grace period)")
-    parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
+    parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out task")
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="trainer override for both arms, repeatable")

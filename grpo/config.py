@@ -47,6 +47,12 @@ class ModelConfig(StrictModel):
     warmstart_augment: int = Field(
         0, ge=0, description="Extra task sets from the env's task generator (other seeds) added to the warm-start data, so the policy learns to copy ids and dates rather than memorise the tasks."
     )
+    warmstart_give_up: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of the warm-start's conversations in which the agent answers <done> at once, without acting (a common failure of tool-use agents, and of noisy SFT data). Taught in a short second phase, so the base gives up on about that share of tasks, whatever the task, and GRPO has a decision to learn from reward alone. 0: off.",
+    )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
     micro_batch_size: int | None = Field(
         None, ge=1, description="Sequences per forward/backward inside a mini-batch (gradients accumulate); None: the whole mini-batch at once."

@@ -119,6 +119,9 @@ def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: to
     return state.step
 
 
+EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from training's cfg.seed + rank
+
+
 def checkpoint_root(cfg: TrainerConfig) -> Path:
     if cfg.checkpoint.dir:
         return Path(cfg.checkpoint.dir)
@@ -128,10 +131,16 @@ def checkpoint_root(cfg: TrainerConfig) -> Path:
 
 
 def evaluate(cfg: TrainerConfig, models: Models, eval_tasks, urls: dict[str, str], global_step: int) -> dict[str, float]:
-    """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set."""
+    """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set.
+
+    Every eval draws from the same seed (HF sampling; vLLM keeps its engine's), so two evals differ by the
+    policy rather than by the dice, and in a fork of the random state, so evals (one more on resume) leave
+    training's samples as they were."""
     started = time.perf_counter()
     limits = episode_limits(cfg)
-    trajectories = collect(eval_tasks, cfg, urls, models.generator, models.chat, limits, cfg.eval.n_samples)
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
+        torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
+        trajectories = collect(eval_tasks, cfg, urls, models.generator, models.chat, limits, cfg.eval.n_samples)
     metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
     if cfg.output_dir:
         write_eval(cfg.output_dir, global_step, trajectories, metrics, models.chat)

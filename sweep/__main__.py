@@ -15,6 +15,7 @@ Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` a
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -77,8 +78,18 @@ def _parse_set(items: list[str]) -> dict[str, object]:
     return overrides
 
 
+def _show_base_policy_build() -> None:
+    """A first run builds the tiny base policy (minutes): its progress lines go to the terminal."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("grpo.warmstart")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg, _ = _load_trainer(args.config, args.set)
+    _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
         from grpo.distributed import torchrun
 
@@ -108,6 +119,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     from sweep.forecast import candidate_sizes, probe, render
 
     cfg, sweep_cfg = _load_trainer(args.config, args.set)
+    _show_base_policy_build()
     print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
     render(probe(cfg, args.k), candidate_sizes(cfg, sweep_cfg), args.k)
     return 0

@@ -46,6 +46,12 @@ def _seed_bookings(env_variables: dict[str, str], rng: random.Random) -> dict[st
     return {"bookings": bookings}
 
 
+def _nights(n: int) -> str:
+    """The stay spelled out: a number word is the only one of its kind in a prompt, so a small policy can
+    find it by what it is; as a digit among the id's and the date's digits it was sampled at random."""
+    return ["one night", "two nights", "three nights", "four nights", "five nights", "six nights"][n - 1]
+
+
 def _book(hotel_id: str, check_in: str, nights: int) -> tuple[dict[str, Any], dict[str, Any]]:
     call = {"name": "book_hotel", "arguments": {"hotel_id": hotel_id, "check_in": check_in, "nights": nights}}
     return call, {"type": "booking_made", "hotel_id": hotel_id, "check_in": check_in, "nights": nights}
@@ -55,15 +61,15 @@ def _family_book_id(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     h = rng.choice(hotel.CATALOGUE)
     day, nights = _future(ev, rng), rng.randint(1, 6)
     call, verifier = _book(h["hotel_id"], day, nights)
-    prompt = rng.choice(["Book hotel {h} for {n} nights from {d}.", "Please reserve {h} from {d} for {n} nights."])
-    return {"prompt": prompt.format(h=h["hotel_id"], n=nights, d=day), "solution": [call], "verifier": verifier}
+    prompt = rng.choice(["Book hotel {h} for {n} from {d}.", "Please reserve {h} from {d} for {n}."])
+    return {"prompt": prompt.format(h=h["hotel_id"], n=_nights(nights), d=day), "solution": [call], "verifier": verifier}
 
 
 def _family_book_today(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     h = rng.choice(hotel.CATALOGUE)
     nights = rng.randint(1, 6)
     call, verifier = _book(h["hotel_id"], ev["CURRENT_DATE"], nights)
-    return {"prompt": f"Book hotel {h['hotel_id']} for {nights} nights starting today.", "solution": [call], "verifier": verifier}
+    return {"prompt": f"Book hotel {h['hotel_id']} for {_nights(nights)} starting today.", "solution": [call], "verifier": verifier}
 
 
 def _family_cancel_id(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
@@ -83,7 +89,7 @@ def _family_book_cheapest(rng: random.Random, ev: dict[str, str]) -> dict[str, A
     day, nights = _future(ev, rng), rng.randint(1, 6)
     call, verifier = _book(cheapest["hotel_id"], day, nights)
     return {
-        "prompt": f"Book the cheapest hotel in {city} for {nights} nights from {day}.",
+        "prompt": f"Book the cheapest hotel in {city} for {_nights(nights)} from {day}.",
         "solution": [{"name": "search_hotels", "arguments": {"city": city}}, call],
         "verifier": verifier,
     }
@@ -94,7 +100,7 @@ def _family_book_name(rng: random.Random, ev: dict[str, str]) -> dict[str, Any]:
     day, nights = _future(ev, rng), rng.randint(1, 6)
     call, verifier = _book(h["hotel_id"], day, nights)
     return {
-        "prompt": f"Book {h['name']} in {h['city']} for {nights} nights from {day}.",
+        "prompt": f"Book {h['name']} in {h['city']} for {_nights(nights)} from {day}.",
         "solution": [{"name": "search_hotels", "arguments": {"city": h["city"]}}, call],
         "verifier": verifier,
     }

@@ -30,3 +30,17 @@ def test_tiny_vocabulary_covers_the_reference_conversations(chat, tasks):
     for task in tasks:
         ids, _ = supervised_example(chat, reference_conversation(task))
         assert unk not in ids, task.task_key
+
+
+def test_give_ups_replace_the_share_asked_for_chosen_by_seed(tasks):
+    from envs.protocol import DONE
+    from grpo.warmstart import with_give_ups
+
+    conversations = [reference_conversation(t) for t in tasks[:20]]
+    mixed = with_give_ups(conversations, 0.4, seed=3)
+    gave_up = [i for i, (before, after) in enumerate(zip(conversations, mixed)) if after != before]
+    assert len(gave_up) == 8  # round(0.4 * 20), exactly
+    assert all(mixed[i].turns == [(DONE, None)] and mixed[i].messages == conversations[i].messages for i in gave_up)
+    assert with_give_ups(conversations, 0.4, seed=3) == mixed  # the seed decides
+    assert [c != m for c, m in zip(conversations, with_give_ups(conversations, 0.4, seed=4))] != [i in gave_up for i in range(20)]
+    assert with_give_ups(conversations, 0.0, seed=3) == conversations

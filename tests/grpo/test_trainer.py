@@ -55,3 +55,33 @@ def test_two_steps_report_sane_metrics_and_eval(tmp_path):
     assert TrainerConfig.model_validate_json((tmp_path / "trainer_config.json").read_text()) == cfg
     aggregated = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
     assert [a["global_step"] for a in aggregated] == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_evals_draw_the_same_dice_and_leave_training_samples_alone(tmp_path):
+    def run(interval: int, out: str) -> list[dict]:
+        cfg = TrainerConfig.model_validate(
+            {
+                "model": TEST_MODEL,
+                "total_steps": 2,
+                "torch_threads": 1,
+                "optim": {"lr": 1e-12},  # a policy that stays put: its evals must be the same episodes
+                "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 3, "max_turns": 3},
+                "eval": {"interval": interval, "max_tasks": 3, "n_samples": 2},
+                "output_dir": str(tmp_path / out),
+            }
+        )
+        reporter = ListReporter()
+        train(cfg, reporter)
+        return [m for _, m in reporter.reports]
+
+    every, last_only = run(1, "every"), run(2, "last")
+    responses = [
+        [json.loads(line)["output_response"] for line in (tmp_path / "every" / f"global_step_{n}" / "hotel.jsonl").read_text().splitlines()]
+        for n in (0, 1, 2)
+    ]
+    assert responses[0] == responses[1] == responses[2]
+    assert len(set(responses[0])) > 1  # sampled, not greedy: the same because the seed is
+    # the eval after step 1 drew no training randomness: step 2 sampled the same episodes either way
+    for key in ("reward/avg_pass_at_1", "rollout/response_tokens", "policy/entropy"):
+        assert every[1][key] == last_only[1][key], key
