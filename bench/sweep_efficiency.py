@@ -162,7 +162,7 @@ def main() -> int:
     parser.add_argument("--space", type=Path, default=LEARNING, help="the space file whose trainer block both arms use")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial")
     parser.add_argument("--lrs", type=float, nargs="+", default=[1e-6, 3e-5, 1e-4, 3e-4], help="learning rates (grid values)")
-    parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.05], help="KL coefficients")
+    parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.1], help="KL coefficients")
     parser.add_argument("--n", type=int, nargs="+", default=[8], help="samples per prompt")
     parser.add_argument("--eval-interval", type=int, default=2, help="eval every this many steps (and ASHA's grace period)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out task")
