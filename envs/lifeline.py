@@ -18,11 +18,16 @@ def parent_alive(parent_pid: int, direct: bool) -> bool:
         return False
     except PermissionError:
         return True
+    return not zombie(parent_pid)  # unknown (no /proc): alive
+
+
+def zombie(pid: int) -> bool | None:
+    """Whether the process has exited but is not yet reaped (Linux ``/proc``); None when /proc cannot say."""
     try:
-        with open(f"/proc/{parent_pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
-        return True
+        return None
 
 
 def exit_with_parent(parent_pid: int) -> None:

@@ -141,7 +141,10 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
     examples = [supervised_example(chat, conv) for conv in conversations]
     stats = supervised_train(model, examples, chat.pad_id, cfg.warmstart_steps, cfg.warmstart_lr, cfg.warmstart_batch_size, seed)
     if cfg.warmstart_give_up > 0:
-        mixed = [supervised_example(chat, conv) for conv in with_give_ups(conversations, cfg.warmstart_give_up, seed)]
+        mixed = [  # only the give-ups are tokenized again
+            example if after is before else supervised_example(chat, after)
+            for example, before, after in zip(examples, conversations, with_give_ups(conversations, cfg.warmstart_give_up, seed))
+        ]
         steps, lr = max(1, cfg.warmstart_steps // 8), cfg.warmstart_lr / 6
         stats["give_up"] = supervised_train(model, mixed, chat.pad_id, steps, lr, cfg.warmstart_batch_size, seed)
     tmp = target.with_name(target.name + ".tmp")

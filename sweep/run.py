@@ -124,4 +124,3 @@ def prepare_base_policy(cfg: SweepConfig) -> None:
     """
     print("preparing the base policy (built once, then cached)...", flush=True)
     subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
-

@@ -122,11 +122,9 @@ def _children() -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    from envs.lifeline import zombie
+
+    return zombie(pid) is False  # gone (no /proc entry) or a zombie: not alive
 
 
 def _code_task(code: str) -> Task:
