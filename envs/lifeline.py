@@ -12,13 +12,18 @@ def parent_alive(parent_pid: int, direct: bool) -> bool:
     """Our launcher is alive. A direct parent is exact: once it dies we are re-parented, zombie or not."""
     if direct:
         return os.getppid() == parent_pid
+    return alive(parent_pid)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and has not exited (a zombie has); another user's process counts as alive."""
     try:
-        os.kill(parent_pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return not zombie(parent_pid)  # unknown (no /proc): alive
+    return not zombie(pid)  # unknown (no /proc): alive
 
 
 def zombie(pid: int) -> bool | None:

@@ -12,10 +12,10 @@ checkpoint); a restarted trial (failure, or ``sweep resume``) finds the newest o
 
 from __future__ import annotations
 
-import tempfile
 from typing import Any
 
 from grpo.config import TrainerConfig
+from sweep.scratch import scratch_dir
 
 
 class TrainWorkerReporter:
@@ -40,7 +40,7 @@ def worker_loop(config: dict[str, Any]) -> None:
     saved = ray.train.get_checkpoint()
     updates: dict[str, Any] = {"checkpoint": cfg.checkpoint.model_copy(update={"dir": shared_scratch_dir()})}
     if saved is not None:
-        updates["resume_from"] = saved.to_directory(tempfile.mkdtemp(prefix="grpo-rank-resume-"))
+        updates["resume_from"] = saved.to_directory(scratch_dir("resume"))
     train(cfg.model_copy(update=updates), TrainWorkerReporter())
 
 
@@ -48,7 +48,7 @@ def shared_scratch_dir() -> str:
     """One scratch path for every rank (rank 0 picks it): ranks on one node write one checkpoint there."""
     import torch.distributed as dist
 
-    path = [tempfile.mkdtemp(prefix="grpo-rank-checkpoints-") if dist.get_rank() == 0 else None]
+    path = [scratch_dir("checkpoints") if dist.get_rank() == 0 else None]
     dist.broadcast_object_list(path, src=0)
     return str(path[0])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from grpo.config import TrainerConfig
 from grpo.configbase import apply_overrides, validate
 from sweep import checkpoints
+from sweep.scratch import remove_orphans, scratch_dir
 from sweep.storage import DirMirror, open_storage
 
 
@@ -63,6 +63,7 @@ def run_trial(
 
     from grpo.trainer import train
 
+    remove_orphans()  # what killed trials on this node left behind
     context = tune.get_context()
     if workers > 1:
         return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)
@@ -70,10 +71,10 @@ def run_trial(
     output_dir, mirror = trajectories_dir(storage, experiment or context.get_experiment_name(), context.get_trial_id(), context.get_trial_dir())
     if "output_dir" not in base:
         overrides["output_dir"] = output_dir
-    overrides["checkpoint.dir"] = tempfile.mkdtemp(prefix="grpo-checkpoints-")
+    overrides["checkpoint.dir"] = scratch_dir("checkpoints")
     saved = checkpoints.newest(tune.get_checkpoint())
     if saved is not None:  # Tune restarted this trial (failure or sweep resume): continue where it stopped
-        overrides["resume_from"] = checkpoints.download(saved, tempfile.mkdtemp(prefix="grpo-resume-"))
+        overrides["resume_from"] = checkpoints.download(saved, scratch_dir("resume"))
     try:
         train(trial_config(base, overrides), TuneReporter(mirror))
     finally:
@@ -112,6 +113,6 @@ def trajectories_dir(storage: str, experiment: str, trial_id: str, trial_dir: st
     parts = (experiment, "trajectories", trial_id)
     if store.is_local:
         return store.path(*parts), None
-    mirror = DirMirror(tempfile.mkdtemp(prefix="grpo-trajectories-"), store, *parts)
+    mirror = DirMirror(scratch_dir("trajectories"), store, *parts)
     mirror.pull()
     return str(mirror.local), mirror

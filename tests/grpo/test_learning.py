@@ -26,7 +26,8 @@ def _give_up_share(step_dir: Path) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # the base's build is about 17 of its 20 minutes on 2 cores
+@pytest.mark.xdist_group("learning")  # its own worker under scripts/test.sh: the build runs beside the other tests
+@pytest.mark.timeout(2400)  # the base's build is about 17 of its 20 minutes on 2 cores, alone
 def test_good_learning_rate_raises_held_out_pass_at_1(tmp_path):
     from grpo.config import TrainerConfig
     from grpo.reporting import ListReporter
