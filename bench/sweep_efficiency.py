@@ -1,7 +1,7 @@
 """ASHA + TPE against a full grid over the same space, on CPU: trial-steps each spends to reach the grid's
 best held-out pass@1, and the harness's own share of the wall time.
 
-    .venv/bin/python bench/sweep_efficiency.py                          # 5 LRs x 2 KL coefficients, 10 steps each
+    .venv/bin/python bench/sweep_efficiency.py                          # 5 LRs x 2 KL coefficients, 10 steps each (20 min on 2 cores)
     .venv/bin/python bench/sweep_efficiency.py --space sweep/search_spaces/demo_cpu.yaml --steps 4 --lrs 1e-4 3e-3 --kl 0 0.1 --n 4
 
 Both sweeps start from the trainer block of ``--space`` (default ``sweep/search_spaces/learning_cpu.yaml``,

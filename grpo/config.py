@@ -54,6 +54,9 @@ class ModelConfig(StrictModel):
         description="Share of the warm-start's conversations in which the agent answers <done> at once, without acting (a common failure of tool-use agents, and of noisy SFT data). Taught in a short second phase, so the base gives up on about that share of tasks, whatever the task, and GRPO has a decision to learn from reward alone. 0: off.",
     )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
+    shipped_base: bool = Field(
+        True, description="Use the base policy shipped in grpo/bases when its recipe is this one (the demo's and the learning space's); false: build it here."
+    )
     micro_batch_size: int | None = Field(
         None, ge=1, description="Sequences per forward/backward inside a mini-batch (gradients accumulate); None: the whole mini-batch at once."
     )

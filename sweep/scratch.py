@@ -1,9 +1,9 @@
 """A trial's local scratch directories (checkpoints before Tune copies them, a resume's download, an S3
 sweep's trajectories before upload), named after the process that made them.
 
-A trial that ends removes its own; one that is killed (ASHA stopping it, a preempted node, kill -9)
-cannot, and on a GPU node each left behind can hold a whole model's checkpoint. So every trial first
-removes the ones whose process is gone.
+A one-worker trial that ends removes its own. One that is killed (ASHA stopping it, a preempted node,
+kill -9) cannot, and Ray Train workers leave theirs. On a GPU node each left behind can hold a whole
+model's checkpoint. So every trial first removes the ones whose process is gone.
 """
 
 from __future__ import annotations

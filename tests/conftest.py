@@ -15,15 +15,9 @@ TEST_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_
 
 
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests skip, with the reason, where there is no CUDA device (CI, laptops). Under
-    ``-n 2 --dist loadgroup`` (scripts/test.sh) a test marked with its own ``xdist_group`` runs on one worker
-    while every other test runs, in order, on the other: the learning test's 17-minute build (two threads,
-    no Ray) beside the rest, which mostly waits on Ray and servers."""
+    """``gpu`` tests skip, with the reason, where there is no CUDA device (CI, laptops)."""
     import torch
 
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("suite"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU: run on the GPU machine (README, 'What is verified where')")

@@ -1,0 +1,38 @@
+"""The shipped base policies: the shipped spaces' recipes find theirs, and model.shipped_base: false builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grpo import warmstart
+from grpo.config import ModelConfig, TrainerConfig
+from grpo.configbase import apply_overrides
+from grpo.data import trial_tasks
+from sweep.config import load_sweep_config
+from tests.conftest import TEST_MODEL
+
+SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
+
+
+@pytest.mark.parametrize("space", ["demo_cpu.yaml", "learning_cpu.yaml"])
+def test_each_shipped_space_finds_its_shipped_base(space, tmp_path):
+    """A recipe change (config, tasks, tokenizer, BUILD_VERSION) that is not re-shipped fails here, rather
+    than making the demo and the learning test build for 10 and 17 minutes."""
+    cfg = TrainerConfig.model_validate(apply_overrides(load_sweep_config(SPACES / space).trainer, {"model.cache_dir": str(tmp_path)}))
+    path = warmstart.base_policy_path(cfg.model, trial_tasks(cfg)[0], cfg.seed)
+    assert path.parent == warmstart.SHIPPED and (path / "model.safetensors").is_file()
+    assert not any(tmp_path.iterdir())  # nothing built, not even a lock
+
+
+def test_a_shipped_base_is_used_only_for_its_recipe_and_only_when_asked(tasks, tmp_path, monkeypatch):
+    monkeypatch.setattr(warmstart, "SHIPPED", tmp_path / "shipped")
+    cfg = ModelConfig(**TEST_MODEL, cache_dir=str(tmp_path / "cache"))
+    name = f"tiny-{warmstart.cache_key(cfg, tasks, 0)}"
+    (tmp_path / "shipped" / name).mkdir(parents=True)
+    (tmp_path / "shipped" / name / "warmstart.json").write_text("{}")
+    assert warmstart.base_policy_path(cfg, tasks, 0) == tmp_path / "shipped" / name
+    assert warmstart.base_policy_path(cfg, tasks, 1).parent == tmp_path / "cache"  # another seed: another recipe, built
+    built = warmstart.base_policy_path(cfg.model_copy(update={"shipped_base": False}), tasks, 0)
+    assert built == tmp_path / "cache" / name and (built / "model.safetensors").is_file()
