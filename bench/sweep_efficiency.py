@@ -141,7 +141,7 @@ def expected_steps_to_reach(histories: list[list[dict]], target: float) -> float
 
 def trial_spans(histories: list[list[dict]]) -> list[tuple[float, float]]:
     """Each trial's (start, end) wall clock: its last report's timestamp less Tune's time_total_s, and that timestamp."""
-    return [(rows[-1]["timestamp"] - rows[-1]["time_total_s"], float(rows[-1]["timestamp"])) for rows in histories if rows]
+    return [(rows[-1]["timestamp"] - rows[-1]["time_total_s"], float(rows[-1]["timestamp"])) for rows in histories]
 
 
 def tail_idle_seconds(spans: list[tuple[float, float]], slots: int) -> float:

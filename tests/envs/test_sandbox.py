@@ -10,6 +10,7 @@ import pytest
 
 from envs.client import EnvClient
 from envs.errors import EnvError, VerifierError
+from envs.lifeline import alive
 from envs.sandbox import SandboxLimits, run_verifier, run_verifier_async
 from envs.task import Task
 from envs.verify import score
@@ -99,9 +100,9 @@ def test_async_runs_concurrently_and_cancellation_kills_the_child():
     assert rewards == [1.0] * 4 and elapsed < 10
     assert children, "the hanging verifier should have been running"
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in children)
+    assert not any(alive(pid) for pid in children)
 
 
 def _children() -> list[int]:
@@ -119,12 +120,6 @@ def _children() -> list[int]:
             if b"sandbox_child.py" in cmdline and parent == os.getpid():
                 found.append(int(entry))
     return found
-
-
-def _alive(pid: int) -> bool:
-    from envs.lifeline import zombie
-
-    return zombie(pid) is False  # gone (no /proc entry) or a zombie: not alive
 
 
 def _code_task(code: str) -> Task:
