@@ -1,14 +1,16 @@
 """ASHA + TPE against a full grid over the same space, on CPU: trial-steps each spends to reach the grid's
 best held-out pass@1, and the harness's own share of the wall time.
 
-    .venv/bin/python bench/sweep_efficiency.py                          # 5 LRs x 2 KL coefficients, 10 steps each (20 min on 2 cores)
+    .venv/bin/python bench/sweep_efficiency.py                          # 5 LRs x 2 KL coefficients, 10 steps each (about 35 min on 2 cores: grid 13, each ASHA+TPE seed 7)
     .venv/bin/python bench/sweep_efficiency.py --space sweep/search_spaces/demo_cpu.yaml --steps 4 --lrs 1e-4 3e-3 --kl 0 0.1 --n 4
 
 Both sweeps start from the trainer block of ``--space`` (default ``sweep/search_spaces/learning_cpu.yaml``,
 whose base policy learns on held-out tasks) with held-out eval on (``eval/avg_pass_at_1`` is the searched
 metric). The grid runs every combination of ``--lrs`` x ``--kl`` x ``--n`` to the end (FIFO, no early
-stop). ASHA + Optuna TPE gets the same values as ``choice``s, the same number of trials, ASHA's grace
-period ``--grace`` steps, and the zero-signal stop (threshold 1e-3, patience 3).
+stop): the hand-made sweep, a log-spaced sample of the learning rate's range. ASHA + Optuna TPE gets the
+same space as a space file writes it: the learning rate log-uniform over the grid's range (``--tpe-lr
+grid``: the grid's values as a ``choice``), the other keys as ``choice``s; the same number of trials,
+ASHA's grace period ``--grace`` steps, and the zero-signal stop (threshold 1e-3, patience 3).
 
 Trial-steps to the target (the grid's best eval pass@1 - ``--tolerance``): for ASHA + TPE, every report in
 the order it happened (each trial records a wall-clock timestamp per step), counted until one carries eval
@@ -23,7 +25,11 @@ tail, when the last trials run and the other slots have no trial left to start. 
 a trial (imports, model load, env servers, checkpoints: Tune's ``time_total_s`` less the trainer's time) and
 between trials (worker start, Tune's bookkeeping). ``ray.init`` and the base policy build are timed apart.
 Prints a table, then one line of JSON ``{"bench": "sweep_efficiency", ...}``.
-Leaves out: repeats over seeds (ASHA is asynchronous: which trials it stops depends on timing).
+ASHA + TPE runs once per ``--seeds`` searcher seed (default 3): one draw is luck. The ratio is printed per
+seed and as their mean (a seed that never reaches the target counts with every trial-step it spent, a lower
+bound). The grid is run once: its trials are seeded, so ``--grid-from`` can take it from an earlier
+``--keep`` folder. Leaves out: ASHA's own timing luck (it is asynchronous: which trials it stops depends on
+which report first).
 """
 
 from __future__ import annotations
@@ -49,32 +55,37 @@ from sweep.results import trial_history  # noqa: E402
 
 LEARNING = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
 METRIC = "eval/avg_pass_at_1"
+GRID_OUTCOME = "grid_outcome.json"
 KEYS = {"lrs": "optim.lr", "kl": "algorithm.kl_coef", "n": "rollout.n_samples_per_prompt"}
 
 
-def space_file(args: argparse.Namespace, kind: str, folder: Path) -> Path:
+def space_file(args: argparse.Namespace, kind: str, folder: Path, seed: int = 0) -> Path:
     """The space file, turned into the grid arm or the ASHA + TPE arm (same values, same trial count)."""
     data = yaml.safe_load(args.space.read_text())
     trials = len(args.lrs) * len(args.kl) * len(args.n)
     trainer = apply_overrides(data["trainer"], {"total_steps": args.steps, "eval.interval": args.eval_interval,
                                                 "eval.n_samples": args.eval_samples, **_parse_set(args.set)})
     distribution = "grid" if kind == "grid" else "choice"
+    space = {KEYS[name]: {distribution: getattr(args, name)} for name in KEYS}
+    if kind != "grid" and args.tpe_lr == "range" and len(args.lrs) > 1:  # the range the grid's values are a log-spaced sample of
+        space[KEYS["lrs"]] = {"loguniform": [min(args.lrs), max(args.lrs)]}
+    name = f"efficiency_{kind}" if kind == "grid" else f"efficiency_{kind}_s{seed}"
     data.update(
-        name=f"efficiency_{kind}",
+        name=name,
         trainer=trainer,
-        space={KEYS[name]: {distribution: getattr(args, name)} for name in KEYS},
+        space=space,
         storage=str(folder / "results"),
         logging={"progress": False, "tensorboard": False},
     )
     if kind == "grid":
-        data.update(search={"searcher": "grid", "num_samples": 1, "metric": METRIC, "mode": "max", "seed": args.seed},
+        data.update(search={"searcher": "grid", "num_samples": 1, "metric": METRIC, "mode": "max", "seed": 0},
                     scheduler={"type": "fifo"}, stopping={"zero_signal": {"enabled": False}})
     else:
         data["search"] = {"searcher": "optuna", "num_samples": trials, "n_startup_trials": min(3, trials), "metric": METRIC,
-                          "mode": "max", "seed": args.seed}
+                          "mode": "max", "seed": seed}
         data["scheduler"] = {"type": "asha", "grace_period": args.grace, "reduction_factor": 2}
         data["stopping"] = {"zero_signal": {"enabled": True, "threshold": 1e-3, "patience": 3}}
-    path = folder / f"{kind}.yaml"
+    path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -186,6 +197,8 @@ def summary(name: str, outcome: dict[str, Any], target: float) -> dict[str, Any]
         "expected_steps_to_target": None if expected is None else round(expected, 1),
         "best_eval_pass_at_1": round(best_eval(histories), 4),
         "fit_s": round(outcome["fit_s"], 1),
+        "slot_s": round(slot_s, 1),
+        "overhead_s": round(slot_s - step_s - eval_s, 1),
         "overhead_share": share(slot_s - step_s - eval_s),
         "overhead_inside_trials_share": share(in_trials - step_s - eval_s),
         "overhead_between_trials_share": share(slot_s - in_trials),
@@ -199,12 +212,12 @@ def summary(name: str, outcome: dict[str, Any], target: float) -> dict[str, Any]
 
 def render(rows: list[dict[str, Any]], target: float) -> None:
     print(f"\ntarget: grid's best eval pass@1 {target:.3f} (within tolerance)")
-    print(f"{'arm':10} {'trials':>6} {'trial-steps':>11} {'to target':>9} {'expected':>8} {'best':>6} {'fit s':>7} "
+    print(f"{'arm':12} {'trials':>6} {'trial-steps':>11} {'to target':>9} {'expected':>8} {'best':>6} {'fit s':>7} "
           f"{'overhead':>8} {'in trials':>9} {'between':>8} {'tail idle s':>11}")
     for r in rows:
         reach = "-" if r["steps_to_target"] is None else str(r["steps_to_target"])
         expected = "-" if r["expected_steps_to_target"] is None or r["arm"] != "grid" else f"{r['expected_steps_to_target']:.1f}"
-        print(f"{r['arm']:10} {r['trials']:>6} {r['trial_steps']:>11} {reach:>9} {expected:>8} {r['best_eval_pass_at_1']:>6.3f} "
+        print(f"{r['arm']:12} {r['trials']:>6} {r['trial_steps']:>11} {reach:>9} {expected:>8} {r['best_eval_pass_at_1']:>6.3f} "
               f"{r['fit_s']:>7.1f} {r['overhead_share']:>8.1%} {r['overhead_inside_trials_share']:>9.1%} "
               f"{r['overhead_between_trials_share']:>8.1%} {r['tail_idle_s']:>11.0f}")
 
@@ -217,31 +230,49 @@ def main() -> int:
     parser.add_argument("--kl", type=float, nargs="+", default=[0.0, 0.1], help="KL coefficients")
     parser.add_argument("--n", type=int, nargs="+", default=[8], help="samples per prompt")
     parser.add_argument("--eval-interval", type=int, default=2, help="eval every this many steps")
+    parser.add_argument("--tpe-lr", choices=["range", "grid"], default="range",
+                        help="ASHA+TPE's learning rate: log-uniform over the grid's range (as a space file says it), or the grid's values as choices")
     parser.add_argument("--grace", type=int, default=4, help="ASHA's grace period in steps (its rungs: 4, 8, ...)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out task")
     parser.add_argument("--tolerance", type=float, default=0.02)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="ASHA+TPE runs once per searcher seed (the grid has no luck to average)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="trainer override for both arms, repeatable")
-    parser.add_argument("--keep", type=Path, help="keep both sweeps' results here (default: a temporary directory)")
+    parser.add_argument("--keep", type=Path, help="keep the sweeps' results here (default: a temporary directory)")
+    parser.add_argument("--grid-from", type=Path, help="take the grid arm from an earlier run's --keep folder with the same arguments "
+                        "(its trials are seeded, so it runs the same again) instead of running it")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     load_before = os.getloadavg()[0]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="sweep-efficiency-"))
     folder.mkdir(parents=True, exist_ok=True)
-    grid = run(load_sweep_config(space_file(args, "grid", folder)))
+    if args.grid_from:
+        grid = json.loads((args.grid_from / GRID_OUTCOME).read_text())
+    else:
+        grid = run(load_sweep_config(space_file(args, "grid", folder)))
+        (folder / GRID_OUTCOME).write_text(json.dumps(grid))
     target = best_eval(grid["histories"]) - args.tolerance
-    asha = run(load_sweep_config(space_file(args, "asha_tpe", folder)))
-    rows = [summary("grid", grid, target), summary("asha_tpe", asha, target)]
+    rows = [summary("grid", grid, target)]
+    for seed in args.seeds:
+        rows.append(summary(f"asha_tpe s{seed}", run(load_sweep_config(space_file(args, "asha_tpe", folder, seed))), target))
     render(rows, target + args.tolerance)
-    g, a = rows[0]["expected_steps_to_target"], rows[1]["steps_to_target"]
-    ratio = round(a / g, 3) if a and g else None
-    print(f"ASHA+TPE trial-steps to target / the grid's expectation over orders: {ratio if ratio is not None else 'not reached'} "
+    expected, searched = rows[0]["expected_steps_to_target"], rows[1:]
+    ratios = [round(r["steps_to_target"] / expected, 3) if r["steps_to_target"] and expected else None for r in searched]
+    # a seed that never reached the target counts with every trial-step it spent: a lower bound on its ratio
+    bounded = [ratio if ratio is not None else r["trial_steps"] / expected for ratio, r in zip(ratios, searched)] if expected else []
+    mean = round(sum(bounded) / len(bounded), 3) if bounded else None
+    overhead = round(sum(r["overhead_s"] for r in searched) / sum(r["slot_s"] for r in searched), 4)
+    reached = sum(ratio is not None for ratio in ratios)
+    print(f"ASHA+TPE trial-steps to target / the grid's expectation over orders ({expected}): per seed {ratios}, mean "
+          f"{mean}{'' if reached == len(ratios) else ' (a lower bound: not reached counts every trial-step spent)'} "
           f"(target <= 0.333; the grid in its own order: {rows[0]['steps_to_target']}); harness overhead "
-          f"{rows[0]['overhead_share']:.1%} grid, {rows[1]['overhead_share']:.1%} ASHA+TPE (target <= 5%)")
+          f"{rows[0]['overhead_share']:.1%} grid, {overhead:.1%} ASHA+TPE (target <= 5%)")
     print(json.dumps({"bench": "sweep_efficiency", "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
-                      "steps": args.steps, "grace": args.grace, "eval_samples": args.eval_samples, "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set,
+                      "steps": args.steps, "grace": args.grace, "tpe_lr": args.tpe_lr, "eval_samples": args.eval_samples,
+                      "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set, "grid_from": str(args.grid_from or ""),
                       "target_eval_pass_at_1": round(target + args.tolerance, 4), "tolerance": args.tolerance,
-                      "ratio_steps_to_target": ratio, "grid": rows[0], "asha_tpe": rows[1], "results": str(folder)}))
+                      "ratio_steps_to_target": mean, "ratios_per_seed": ratios, "seeds_reached": reached, "seeds": args.seeds,
+                      "overhead_share_grid": rows[0]["overhead_share"], "overhead_share_asha_tpe": overhead,
+                      "grid": rows[0], "asha_tpe": searched, "results": str(folder)}))
     return 0
 
 

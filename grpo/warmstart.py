@@ -110,19 +110,25 @@ SHIPPED = Path(__file__).parent / "bases"
 def base_policy_path(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path:
     """The directory of the warm-started base policy (model + tokenizer): the shipped one when this recipe
     has one (and ``shipped_base``), else the cached build, building it if missing."""
-    name = f"tiny-{cache_key(cfg, tasks, seed)}"
-    if cfg.shipped_base and (SHIPPED / name / "warmstart.json").is_file():
-        log.info("using the shipped base policy %s (model.shipped_base: false builds it here)", SHIPPED / name)
-        return SHIPPED / name
+    shipped = shipped_base(cfg, tasks, seed)
+    if shipped is not None:
+        log.info("using the shipped base policy %s (model.shipped_base: false builds it here)", shipped)
+        return shipped
     root = cache_root(cfg)
     root.mkdir(parents=True, exist_ok=True)
-    target = root / name
+    target = root / f"tiny-{cache_key(cfg, tasks, seed)}"
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "warmstart.json").is_file():
             log.info("building the base policy in %s (%d warm-start steps, once)", target, cfg.warmstart_steps)
             _build(cfg, tasks, seed, target)
     return target
+
+
+def shipped_base(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path | None:
+    """The base that ships in ``grpo/bases`` for this recipe, when there is one and ``shipped_base`` is on."""
+    path = SHIPPED / f"tiny-{cache_key(cfg, tasks, seed)}"
+    return path if cfg.shipped_base and (path / "warmstart.json").is_file() else None
 
 
 def warmstart_tasks(cfg: ModelConfig, tasks: list[Task]) -> list[Task]:

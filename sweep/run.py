@@ -120,7 +120,17 @@ def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
 def prepare_base_policy(cfg: SweepConfig) -> None:
     """Build the base trainer's policy once with every core before trials start (they find it cached).
 
-    A separate process, so the driver itself never imports torch; it exits when the driver dies.
+    A separate process, so the driver itself never imports torch; it exits when the driver dies. A base
+    that ships with the package needs neither (the check imports no torch).
     """
+    from grpo.data import trial_tasks
+    from grpo.warmstart import shipped_base
+
+    trainer = cfg.base_trainer()
+    if not trainer.model.name_or_path:
+        shipped = shipped_base(trainer.model, trial_tasks(trainer)[0], trainer.seed)
+        if shipped is not None:
+            print(f"base policy: {shipped} (ships with grpo-sweep; model.shipped_base: false builds it here)", flush=True)
+            return
     print("preparing the base policy (built once, then cached)...", flush=True)
     subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)

@@ -144,6 +144,11 @@ def tune_param_space(cfg: SweepConfig) -> dict[str, Any]:
 
 def grid_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     """Every combination of the grid searcher's choice/grid keys; a conditional key multiplies only where it is active."""
+    return combinations(cfg, {key: list(dist.values) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)})
+
+
+def combinations(cfg: SweepConfig, values: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of ``values`` (key -> its possible values); a conditional key multiplies only where it is active."""
     points: list[dict[str, Any]] = [{}]
     for key, dist in ordered(cfg.space):
         if isinstance(dist, Fixed):
@@ -152,9 +157,29 @@ def grid_points(cfg: SweepConfig) -> list[dict[str, Any]]:
         points = [
             {**point, key: value}
             for point in points
-            for value in (dist.values if dist.active({**fixed_values(cfg), **point}) else [inactive])
+            for value in (values[key] if dist.active({**fixed_values(cfg), **point}) else [inactive])
         ]
     return points
+
+
+def finite_values(dist: Any) -> list[Any] | None:
+    """Every value a distribution can take, or None when it is continuous."""
+    if isinstance(dist, QUniform):
+        return [dist.low + dist.q * k for k in range(round((dist.high - dist.low) / dist.q) + 1)]
+    if isinstance(dist, Uniform):
+        return None
+    if isinstance(dist, RandInt):
+        return list(range(dist.low, dist.high))
+    return list(dist.values)
+
+
+def distinct_configs(cfg: SweepConfig, limit: int = 10_000) -> int | None:
+    """How many different configs the space holds (conditional keys counted only where active); None when
+    a key is continuous or there are more than ``limit`` (repeats then hardly happen)."""
+    values = {key: finite_values(dist) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)}
+    if any(v is None for v in values.values()) or math.prod(len(v) for v in values.values() if v) > limit:
+        return None
+    return len(combinations(cfg, values))  # type: ignore[arg-type]
 
 
 def pbt_mutations(cfg: SweepConfig) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from sweep.loggers import logging_callbacks
 from sweep.notify import notifiers
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
-from sweep.space import OptunaSpace, grid_search_points, inactive_values, tune_param_space
+from sweep.space import OptunaSpace, distinct_configs, grid_search_points, inactive_values, tune_param_space
 from sweep.stoppers import ZeroSignalStopper
 from sweep.storage import open_storage, optuna_db_path, push_study
 from sweep.trial import run_trial
@@ -45,16 +45,42 @@ def optuna_db(cfg: SweepConfig) -> Path:
 
 
 class HonestOptunaSearch(OptunaSearch):
-    """OptunaSearch that records trials ended early (ASHA, zero signal) as PRUNED at their last step.
+    """OptunaSearch that records trials ended early (ASHA, zero signal) as PRUNED at their last step, and
+    that does not run a config twice while the space still holds one not tried.
 
     Tune's OptunaSearch tells the study such a trial is COMPLETE with its last value, which makes a
-    stopped trial look like a finished one to TPE and to later importance analysis.
+    stopped trial look like a finished one to TPE and to later importance analysis. And TPE draws the same
+    point again and again in a space of choices (4 of 10 trials in ``bench/sweep_efficiency.py``): with
+    ``distinct`` (how many configs the space holds; None when a key is continuous) a repeat is told to the
+    study as FAIL (``user_attrs["skipped"]``; samplers and the report's importance ignore FAIL trials)
+    and drawn again, at most ``REDRAWS`` times.
     """
 
-    def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, **kwargs: Any):
+    REDRAWS = 100
+
+    def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, distinct: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._total_steps = total_steps
         self._study_copy = study_copy  # (storage URI, sweep name): where the study goes after each save
+        self._distinct = distinct
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        for _ in range(self.REDRAWS):
+            if config is None or not self._repeats(trial_id):
+                break
+            ot_trial = self._ot_trials.pop(trial_id)
+            ot_trial.set_user_attr("skipped", "repeats a config already tried")
+            self._ot_study.tell(ot_trial, state=TrialState.FAIL)
+            config = super().suggest(trial_id)
+        return config
+
+    def _repeats(self, trial_id: str) -> bool:
+        """Is the config just drawn for ``trial_id`` one already tried, while some are still untried?"""
+        if getattr(self, "_distinct", None) is None:  # also a searcher restored from before it had one
+            return False
+        tried = {_frozen(t.params) for other, t in self._ot_trials.items() if other != trial_id}
+        return len(tried) < self._distinct and _frozen(self._ot_trials[trial_id].params) in tried
 
     def save(self, checkpoint_path: str) -> None:
         """Tune saves the searcher with every experiment snapshot; the study is copied to storage right
@@ -74,6 +100,10 @@ class HonestOptunaSearch(OptunaSearch):
         self._completed_trials.add(trial_id)
 
 
+def _frozen(params: dict[str, Any]) -> frozenset:
+    return frozenset((key, repr(value)) for key, value in params.items())
+
+
 def build_searcher(cfg: SweepConfig):
     if cfg.search.searcher == "optuna":
         return HonestOptunaSearch(
@@ -86,6 +116,7 @@ def build_searcher(cfg: SweepConfig):
             study_name=cfg.name,
             storage=optuna.storages.RDBStorage(f"sqlite:///{optuna_db(cfg)}"),
             study_copy=(cfg.storage, cfg.name),
+            distinct=distinct_configs(cfg),
         )
     if cfg.search.searcher == "grid":  # every combination listed up front: conditional keys multiply only where active
         return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg))

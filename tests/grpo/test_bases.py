@@ -36,3 +36,18 @@ def test_a_shipped_base_is_used_only_for_its_recipe_and_only_when_asked(tasks, t
     assert warmstart.base_policy_path(cfg, tasks, 1).parent == tmp_path / "cache"  # another seed: another recipe, built
     built = warmstart.base_policy_path(cfg.model_copy(update={"shipped_base": False}), tasks, 0)
     assert built == tmp_path / "cache" / name and (built / "model.safetensors").is_file()
+
+
+def test_sweep_run_starts_no_build_process_for_a_shipped_base(monkeypatch, capsys):
+    """``sweep run`` finds a shipped base in the driver (no torch there) instead of a ``grpo.warmstart`` process."""
+    import subprocess
+
+    from sweep.run import prepare_base_policy
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: started.append(args))
+    prepare_base_policy(load_sweep_config(SPACES / "learning_cpu.yaml"))
+    assert started == [] and str(warmstart.SHIPPED) in capsys.readouterr().out
+    cfg = load_sweep_config(SPACES / "learning_cpu.yaml")
+    prepare_base_policy(cfg.model_copy(update={"trainer": apply_overrides(cfg.trainer, {"model.shipped_base": False})}))
+    assert len(started) == 1 and started[0][1:3] == ["-m", "grpo.warmstart"]  # the build process, not started here

@@ -32,3 +32,38 @@ def test_the_sampler_is_the_one_named(tmp_path, name, kind):
     assert (tmp_path / name / "optuna.db").is_file()
     if name == "tpe":
         assert search._sampler._constant_liar
+
+
+def _cfg(tmp_path, space: dict, **search):
+    from sweep.config import SweepConfig
+
+    return SweepConfig.model_validate({"name": "s", "storage": str(tmp_path), "space": space, "search": {"seed": 0, **search}})
+
+
+def test_distinct_configs_counts_conditional_keys_only_where_active(tmp_path):
+    from sweep.space import distinct_configs
+
+    lr = {"choice": [1e-5, 1e-4, 1e-3]}
+    assert distinct_configs(_cfg(tmp_path, {"optim.lr": lr, "algorithm.kl_coef": {"choice": [0.0, 0.1]}})) == 6
+    conditional = {"algorithm.kl_coef": {"choice": [0.0, 0.1, 0.2]}, "algorithm.kl_estimator": {"choice": ["k1", "k3"], "when": {"algorithm.kl_coef": {"gt": 0}}}}
+    assert distinct_configs(_cfg(tmp_path, conditional)) == 1 + 2 * 2
+    assert distinct_configs(_cfg(tmp_path, {"rollout.n_samples_per_prompt": {"randint": [2, 5]}, "algorithm.clip_eps_low": {"quniform": [0.1, 0.3, 0.1]}})) == 9
+    assert distinct_configs(_cfg(tmp_path, {"optim.lr": {"loguniform": [1e-5, 1e-3]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}})) is None
+
+
+def test_optuna_does_not_repeat_a_config_while_one_is_untried(tmp_path):
+    from sweep.tuner import build_searcher
+
+    space = {"optim.lr": {"choice": [1e-5, 1e-4]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}}
+    search = build_searcher(_cfg(tmp_path, space, n_startup_trials=10))  # TPE's random start: 4 draws from 4 repeat at p = 0.91
+    search.set_search_properties("reward/avg_pass_at_1", "max", {})
+    configs = []
+    for i in range(5):
+        configs.append(search.suggest(f"t{i}"))
+        search.on_trial_complete(f"t{i}", {"training_iteration": 3, "reward/avg_pass_at_1": 0.1 * i})
+    first_four = {(c["optim.lr"], c["algorithm.kl_coef"]) for c in configs[:4]}
+    assert len(first_four) == 4  # every config once before any twice
+    assert (configs[4]["optim.lr"], configs[4]["algorithm.kl_coef"]) in first_four  # then repeats are allowed
+    skipped = [t for t in search._ot_study.trials if t.state.name == "FAIL"]
+    assert skipped and all(t.user_attrs["skipped"] == "repeats a config already tried" for t in skipped)
+    assert sum(t.state.name != "FAIL" for t in search._ot_study.trials) == 5  # the five trials Tune ran
