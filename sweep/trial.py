@@ -64,6 +64,7 @@ def run_trial(
     from grpo.trainer import train
 
     remove_orphans()  # what killed trials on this node left behind
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "120")  # a reused process waits for a stopped trial's step to end
     context = tune.get_context()
     if workers > 1:
         return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)

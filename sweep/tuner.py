@@ -149,6 +149,18 @@ def build_trainable(cfg: SweepConfig):
     return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
 
 
+def reuse_processes(cfg: SweepConfig) -> bool:
+    """Does a CPU trial's process go on to run the next trial (Tune's ``reuse_actors``)?
+
+    It spares each trial about 6 s: Ray starting a worker, and importing torch and the transformers model
+    classes (measured in docs/decisions.md). Safe because Tune stops a trial between steps, when its thread
+    waits in ``tune.report`` and leaves at once (``run_trial`` gives a stop that lands mid-step 120 s to
+    finish instead of Tune's 2, so it cannot fail the next trial). Not with GPUs or Ray Train workers: a vLLM
+    engine and a process group are not known to let go of the GPU between trials (unverified there).
+    """
+    return cfg.resources.gpus_per_trial == 0 and cfg.resources.workers_per_trial == 1
+
+
 def build_tuner(cfg: SweepConfig) -> tune.Tuner:
     store = open_storage(cfg.storage)
     return tune.Tuner(
@@ -161,6 +173,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             scheduler=make_scheduler(cfg),
             num_samples=trial_count(cfg),
             max_concurrent_trials=cfg.max_concurrent_trials,
+            reuse_actors=reuse_processes(cfg),
         ),
         run_config=tune.RunConfig(
             name=cfg.name,
