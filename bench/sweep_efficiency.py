@@ -23,7 +23,7 @@ Harness overhead: the share of the trial slots' wall time (``fit`` wall x concur
 inside the trainer (``timing/step_s`` of each step plus ``timing/eval_s`` of each eval), leaving out the
 tail, when the last trials run and the other slots have no trial left to start. It is split into inside
 a trial (imports, model load, env servers, checkpoints: Tune's ``time_total_s`` less the trainer's time) and
-between trials (worker start, Tune's bookkeeping). ``ray.init`` and the base policy build are timed apart.
+between trials (a worker's start or a reused one's reset, Tune's bookkeeping). ``ray.init`` and the base policy build are timed apart.
 Prints a table, then one line of JSON ``{"bench": "sweep_efficiency", ...}``.
 ASHA + TPE runs once per ``--seeds`` searcher seed (default 3): one draw is luck. The ratio is printed per
 seed and as their mean (a seed that never reaches the target counts with every trial-step it spent, a lower
