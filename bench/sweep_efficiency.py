@@ -60,7 +60,7 @@ KEYS = {"lrs": "optim.lr", "kl": "algorithm.kl_coef", "n": "rollout.n_samples_pe
 
 
 def space_file(args: argparse.Namespace, kind: str, folder: Path, seed: int = 0) -> Path:
-    """The space file, turned into the grid arm or the ASHA + TPE arm (same values, same trial count)."""
+    """The space file, turned into the grid arm or the ASHA + TPE arm (the same range or values, the same trial count)."""
     data = yaml.safe_load(args.space.read_text())
     trials = len(args.lrs) * len(args.kl) * len(args.n)
     trainer = apply_overrides(data["trainer"], {"total_steps": args.steps, "eval.interval": args.eval_interval,
@@ -245,11 +245,15 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="sweep-efficiency-"))
     folder.mkdir(parents=True, exist_ok=True)
+    grid_args = {k: v for k, v in vars(args).items() if k not in ("seeds", "keep", "grid_from", "tpe_lr", "grace")}
+    grid_args = json.loads(json.dumps(grid_args, default=str))
     if args.grid_from:
         grid = json.loads((args.grid_from / GRID_OUTCOME).read_text())
+        if grid.get("args") != grid_args:
+            parser.error(f"--grid-from {args.grid_from}: its grid ran with {grid.get('args')}, not {grid_args}")
     else:
-        grid = run(load_sweep_config(space_file(args, "grid", folder)))
-        (folder / GRID_OUTCOME).write_text(json.dumps(grid))
+        grid = {**run(load_sweep_config(space_file(args, "grid", folder))), "args": grid_args}
+    (folder / GRID_OUTCOME).write_text(json.dumps(grid))
     target = best_eval(grid["histories"]) - args.tolerance
     rows = [summary("grid", grid, target)]
     for seed in args.seeds:

@@ -147,39 +147,52 @@ def grid_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     return combinations(cfg, {key: list(dist.values) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)})
 
 
-def combinations(cfg: SweepConfig, values: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every combination of ``values`` (key -> its possible values); a conditional key multiplies only where it is active."""
+def combinations(cfg: SweepConfig, values: dict[str, list[Any]], inactive_as_base: bool = True) -> list[dict[str, Any]]:
+    """Every combination of ``values`` (key -> its possible values); a conditional key multiplies only where
+    it is active, and elsewhere takes the base trainer's value (or is left out: ``inactive_as_base=False``)."""
+    absent = object()
     points: list[dict[str, Any]] = [{}]
     for key, dist in ordered(cfg.space):
         if isinstance(dist, Fixed):
             continue
-        inactive = None if not dist.when else base_value(cfg, key)
+        inactive = None if not dist.when else base_value(cfg, key) if inactive_as_base else absent
         points = [
             {**point, key: value}
             for point in points
             for value in (values[key] if dist.active({**fixed_values(cfg), **point}) else [inactive])
         ]
-    return points
+    return [{key: value for key, value in point.items() if value is not absent} for point in points]
 
 
-def finite_values(dist: Any) -> list[Any] | None:
-    """Every value a distribution can take, or None when it is continuous."""
+def value_count(dist: Any) -> int | None:
+    """How many values a distribution can take (Optuna's count for a ``quniform``), None when continuous."""
     if isinstance(dist, QUniform):
-        return [dist.low + dist.q * k for k in range(round((dist.high - dist.low) / dist.q) + 1)]
+        return math.floor((dist.high - dist.low) / dist.q + 1e-9) + 1
     if isinstance(dist, Uniform):
         return None
+    if isinstance(dist, RandInt):
+        return dist.high - dist.low
+    return len(dist.values)
+
+
+def finite_values(dist: Any) -> list[Any]:
+    """Every value of a distribution that has finitely many (``value_count`` is not None)."""
+    if isinstance(dist, QUniform):
+        return [dist.low + dist.q * k for k in range(value_count(dist) or 0)]
     if isinstance(dist, RandInt):
         return list(range(dist.low, dist.high))
     return list(dist.values)
 
 
-def distinct_configs(cfg: SweepConfig, limit: int = 10_000) -> int | None:
-    """How many different configs the space holds (conditional keys counted only where active); None when
-    a key is continuous or there are more than ``limit`` (repeats then hardly happen)."""
-    values = {key: finite_values(dist) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)}
-    if any(v is None for v in values.values()) or math.prod(len(v) for v in values.values() if v) > limit:
+def finite_points(cfg: SweepConfig, limit: int = 10_000) -> list[dict[str, Any]] | None:
+    """Every config the space holds as Optuna sees it (swept keys only; a conditional key only where it is
+    active), or None when a key is continuous or there would be more than ``limit`` (repeats then hardly happen).
+    The counts are checked before any list is built: a ``randint`` over a billion values stays cheap."""
+    swept = {key: dist for key, dist in cfg.space.items() if not isinstance(dist, Fixed)}
+    counts = [value_count(dist) for dist in swept.values()]
+    if any(n is None for n in counts) or math.prod(n for n in counts if n is not None) > limit:
         return None
-    return len(combinations(cfg, values))  # type: ignore[arg-type]
+    return combinations(cfg, {key: finite_values(dist) for key, dist in swept.items()}, inactive_as_base=False)
 
 
 def pbt_mutations(cfg: SweepConfig) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from sweep.loggers import logging_callbacks
 from sweep.notify import notifiers
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
-from sweep.space import OptunaSpace, distinct_configs, grid_search_points, inactive_values, tune_param_space
+from sweep.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
 from sweep.stoppers import ZeroSignalStopper
 from sweep.storage import open_storage, optuna_db_path, push_study
 from sweep.trial import run_trial
@@ -50,37 +50,42 @@ class HonestOptunaSearch(OptunaSearch):
 
     Tune's OptunaSearch tells the study such a trial is COMPLETE with its last value, which makes a
     stopped trial look like a finished one to TPE and to later importance analysis. And TPE draws the same
-    point again and again in a space of choices (4 of 10 trials in ``bench/sweep_efficiency.py``): with
-    ``distinct`` (how many configs the space holds; None when a key is continuous) a repeat is told to the
-    study as FAIL (``user_attrs["skipped"]``; samplers and the report's importance ignore FAIL trials)
-    and drawn again, at most ``REDRAWS`` times.
+    point again and again in a space of choices (4 of 10 trials in ``bench/sweep_efficiency.py``). With
+    ``points`` (every config of a finite space, ``sweep.space.finite_points``; None when a key is
+    continuous) a repeat is told to the study as FAIL (``user_attrs["skipped"]``; samplers and the
+    report's importance ignore FAIL trials) and drawn again; after ``REDRAWS`` repeats (a GP sampler can
+    propose the same point every time) an untried config is queued instead, so none runs twice before all ran.
     """
 
-    REDRAWS = 100
+    REDRAWS = 3
 
-    def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, distinct: int | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, points: list[dict] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._total_steps = total_steps
         self._study_copy = study_copy  # (storage URI, sweep name): where the study goes after each save
-        self._distinct = distinct
+        self._points = points
 
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
-        for _ in range(self.REDRAWS):
-            if config is None or not self._repeats(trial_id):
+        for redraw in range(self.REDRAWS + 1):
+            untried = self._untried(trial_id)
+            if config is None or not untried or _frozen(self._ot_trials[trial_id].params) not in self._tried(trial_id):
                 break
             ot_trial = self._ot_trials.pop(trial_id)
             ot_trial.set_user_attr("skipped", "repeats a config already tried")
             self._ot_study.tell(ot_trial, state=TrialState.FAIL)
+            if redraw == self.REDRAWS:  # the sampler keeps proposing tried configs: take an untried one
+                self._ot_study.enqueue_trial(untried[0], user_attrs={"queued": "untried config after repeated draws"})
             config = super().suggest(trial_id)
         return config
 
-    def _repeats(self, trial_id: str) -> bool:
-        """Is the config just drawn for ``trial_id`` one already tried, while some are still untried?"""
-        if getattr(self, "_distinct", None) is None:  # also a searcher restored from before it had one
-            return False
-        tried = {_frozen(t.params) for other, t in self._ot_trials.items() if other != trial_id}
-        return len(tried) < self._distinct and _frozen(self._ot_trials[trial_id].params) in tried
+    def _tried(self, trial_id: str) -> set[frozenset]:
+        return {_frozen(t.params) for other, t in self._ot_trials.items() if other != trial_id}
+
+    def _untried(self, trial_id: str) -> list[dict]:
+        """The finite space's configs no other trial has run (none when the space is not finite)."""
+        tried = self._tried(trial_id)
+        return [p for p in getattr(self, "_points", None) or [] if _frozen(p) not in tried]  # (a searcher restored from before it had points: none)
 
     def save(self, checkpoint_path: str) -> None:
         """Tune saves the searcher with every experiment snapshot; the study is copied to storage right
@@ -101,7 +106,8 @@ class HonestOptunaSearch(OptunaSearch):
 
 
 def _frozen(params: dict[str, Any]) -> frozenset:
-    return frozenset((key, repr(value)) for key, value in params.items())
+    """A config as a set, floats rounded so that 0.1 + 0.2 and Optuna's 0.3 of a ``quniform`` match."""
+    return frozenset((key, repr(round(value, 12) if isinstance(value, float) else value)) for key, value in params.items())
 
 
 def build_searcher(cfg: SweepConfig):
@@ -116,7 +122,7 @@ def build_searcher(cfg: SweepConfig):
             study_name=cfg.name,
             storage=optuna.storages.RDBStorage(f"sqlite:///{optuna_db(cfg)}"),
             study_copy=(cfg.storage, cfg.name),
-            distinct=distinct_configs(cfg),
+            points=finite_points(cfg),
         )
     if cfg.search.searcher == "grid":  # every combination listed up front: conditional keys multiply only where active
         return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg))
@@ -154,8 +160,8 @@ def reuse_processes(cfg: SweepConfig) -> bool:
 
     It spares each trial about 6 s: Ray starting a worker, and importing torch and the transformers model
     classes (measured in docs/decisions.md). Safe because Tune stops a trial between steps, when its thread
-    waits in ``tune.report`` and leaves at once (``run_trial`` gives a stop that lands mid-step 120 s to
-    finish instead of Tune's 2, so it cannot fail the next trial). Not with GPUs or Ray Train workers: a vLLM
+    waits in ``tune.report`` and leaves at once (``run_trial`` also gives a stop that would land mid-step
+    120 s to finish instead of Tune's 2, as a margin). Not with GPUs or Ray Train workers: a vLLM
     engine and a process group are not known to let go of the GPU between trials (unverified there).
     """
     return cfg.resources.gpus_per_trial == 0 and cfg.resources.workers_per_trial == 1

@@ -40,15 +40,18 @@ def _cfg(tmp_path, space: dict, **search):
     return SweepConfig.model_validate({"name": "s", "storage": str(tmp_path), "space": space, "search": {"seed": 0, **search}})
 
 
-def test_distinct_configs_counts_conditional_keys_only_where_active(tmp_path):
-    from sweep.space import distinct_configs
+def test_finite_points_are_the_configs_optuna_can_draw(tmp_path):
+    from sweep.space import finite_points
 
     lr = {"choice": [1e-5, 1e-4, 1e-3]}
-    assert distinct_configs(_cfg(tmp_path, {"optim.lr": lr, "algorithm.kl_coef": {"choice": [0.0, 0.1]}})) == 6
+    assert len(finite_points(_cfg(tmp_path, {"optim.lr": lr, "algorithm.kl_coef": {"choice": [0.0, 0.1]}}))) == 6
     conditional = {"algorithm.kl_coef": {"choice": [0.0, 0.1, 0.2]}, "algorithm.kl_estimator": {"choice": ["k1", "k3"], "when": {"algorithm.kl_coef": {"gt": 0}}}}
-    assert distinct_configs(_cfg(tmp_path, conditional)) == 1 + 2 * 2
-    assert distinct_configs(_cfg(tmp_path, {"rollout.n_samples_per_prompt": {"randint": [2, 5]}, "algorithm.clip_eps_low": {"quniform": [0.1, 0.3, 0.1]}})) == 9
-    assert distinct_configs(_cfg(tmp_path, {"optim.lr": {"loguniform": [1e-5, 1e-3]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}})) is None
+    points = finite_points(_cfg(tmp_path, conditional))
+    assert len(points) == 1 + 2 * 2 and {"algorithm.kl_coef": 0.0} in points  # the inactive key is not a param, as in Optuna
+    points = finite_points(_cfg(tmp_path, {"rollout.n_samples_per_prompt": {"randint": [2, 5]}, "algorithm.clip_eps_low": {"quniform": [0.1, 0.3, 0.1]}}))
+    assert len(points) == 9 and {p["rollout.n_samples_per_prompt"] for p in points} == {2, 3, 4}  # randint's high is exclusive
+    assert finite_points(_cfg(tmp_path, {"optim.lr": {"loguniform": [1e-5, 1e-3]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}})) is None
+    assert finite_points(_cfg(tmp_path, {"seed": {"randint": [0, 10**9]}})) is None  # counted, not listed
 
 
 def test_optuna_does_not_repeat_a_config_while_one_is_untried(tmp_path):
@@ -67,3 +70,15 @@ def test_optuna_does_not_repeat_a_config_while_one_is_untried(tmp_path):
     skipped = [t for t in search._ot_study.trials if t.state.name == "FAIL"]
     assert skipped and all(t.user_attrs["skipped"] == "repeats a config already tried" for t in skipped)
     assert sum(t.state.name != "FAIL" for t in search._ot_study.trials) == 5  # the five trials Tune ran
+
+
+def test_a_sampler_that_keeps_repeating_gets_an_untried_config_queued(tmp_path):
+    from sweep.tuner import build_searcher
+
+    space = {"optim.lr": {"choice": [1e-5, 1e-4]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}}
+    search = build_searcher(_cfg(tmp_path, space, n_startup_trials=10))
+    search.REDRAWS = 0  # every repeat goes straight to the queue, as after a GP sampler's repeated proposals
+    search.set_search_properties("reward/avg_pass_at_1", "max", {})
+    configs = [search.suggest(f"t{i}") for i in range(4)]
+    assert len({(c["optim.lr"], c["algorithm.kl_coef"]) for c in configs}) == 4
+    assert any(t.user_attrs.get("queued") for t in search._ot_study.trials)
