@@ -68,8 +68,12 @@ class HonestOptunaSearch(OptunaSearch):
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         for redraw in range(self.REDRAWS + 1):
-            untried = self._untried(trial_id)
-            if config is None or not untried or _frozen(self._ot_trials[trial_id].params) not in self._tried(trial_id):
+            tried = {_frozen(t.params) for other, t in self._ot_trials.items() if other != trial_id}
+            if config is None or _frozen(self._ot_trials[trial_id].params) not in tried:
+                break
+            # (a searcher restored from before it had points has none: no finite space to complete)
+            untried = [p for p in getattr(self, "_points", None) or [] if _frozen(p) not in tried]
+            if not untried:  # a continuous space, or every config has run: repeats are allowed
                 break
             ot_trial = self._ot_trials.pop(trial_id)
             ot_trial.set_user_attr("skipped", "repeats a config already tried")
@@ -78,14 +82,6 @@ class HonestOptunaSearch(OptunaSearch):
                 self._ot_study.enqueue_trial(untried[0], user_attrs={"queued": "untried config after repeated draws"})
             config = super().suggest(trial_id)
         return config
-
-    def _tried(self, trial_id: str) -> set[frozenset]:
-        return {_frozen(t.params) for other, t in self._ot_trials.items() if other != trial_id}
-
-    def _untried(self, trial_id: str) -> list[dict]:
-        """The finite space's configs no other trial has run (none when the space is not finite)."""
-        tried = self._tried(trial_id)
-        return [p for p in getattr(self, "_points", None) or [] if _frozen(p) not in tried]  # (a searcher restored from before it had points: none)
 
     def save(self, checkpoint_path: str) -> None:
         """Tune saves the searcher with every experiment snapshot; the study is copied to storage right
