@@ -187,7 +187,7 @@ def exit_rank_process(status: int) -> NoReturn:
     thread exits inside C++ and the process aborts (SIGABRT, "terminate called without an active exception";
     torch 2.13: 2 of 40 two-rank runs on 2 cores, 0 of 120 with this exit). ``destroy_process_group`` does
     not join those threads, and a barrier makes it no better (its work holds the earlier works). Ray Train
-    workers are Ray's processes and end Ray's way; only processes started for ranks end here.
+    workers are Ray's processes (it ends them with ``ray.kill``, no finalization); only ranks we start end here.
     """
     logging.shutdown()
     sys.stdout.flush()

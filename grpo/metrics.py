@@ -144,7 +144,7 @@ OVERALL_METRICS = (
     "policy/loss", "policy/clip_frac", "policy/clip_frac_low", "policy/clip_frac_high", "policy/kl", "policy/entropy",
     "policy/grad_norm", "policy/ratio_mean", "policy/lr",
     "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens", "rollout/overlong_frac",
-    "timing/rollout_s", "timing/step_s", "perf/tokens_per_s",
+    "timing/rollout_s", "timing/step_s", "perf/tokens_per_s", "perf/rss_gib",
 )
 PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac")
 

@@ -224,8 +224,17 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
         models.generator.load_weights(full_parameters(models.policy))
     models.generator.wake()
     stats["timing/weight_sync_s"] = time.perf_counter() - synced
+    stats["perf/rss_gib"] = resident_gib()
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+
+
+def resident_gib() -> float:
+    """This process's resident memory in GiB (rank 0's in a sharded trial): memory that grows step after
+    step, or trial after trial in a CPU trial's reused process, shows here."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**30
 
 
 def release_cached_memory() -> None:

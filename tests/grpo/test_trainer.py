@@ -36,6 +36,7 @@ def test_two_steps_report_sane_metrics_and_eval(tmp_path):
         assert m["reward/env_error_frac"] == 0.0
         assert 1.0 <= m["rollout/num_turns"] <= 3.0
         assert m["timing/step_s"] > 0 and m["perf/tokens_per_s"] > 0
+        assert 0.1 < m["perf/rss_gib"] < 64  # this process holds torch, two tiny models and the tokenizer
         assert m["rollout/logprob_gap"] < 1e-4  # the sampler is the policy itself (float32): no desync
         assert 0.0 <= m["eval/avg_pass_at_1"] <= m["eval/hotel/pass_at_2"] <= 1.0
     from grpo.metrics import metric_names
