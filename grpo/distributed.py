@@ -12,12 +12,10 @@ on a laptop, under Tune with one worker, and on N CPU or GPU ranks.
 from __future__ import annotations
 
 import functools
-import logging
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -173,23 +171,3 @@ def shutdown(ranks: Ranks) -> None:
     if ranks.sharded and dist.is_initialized():
         dist.destroy_process_group()
 
-
-def launched_rank() -> bool:
-    """Whether this process is one rank of a group a launcher started (torchrun sets ``WORLD_SIZE``)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def exit_rank_process(status: int) -> NoReturn:
-    """End a rank process this project started (torchrun, ``mp.spawn``) without Python's finalization.
-
-    gloo's worker threads free a finished collective's work after its waiter has moved on, and with it the
-    last reference to a tensor Python made; that needs the GIL. If the interpreter is finalizing by then, the
-    thread exits inside C++ and the process aborts (SIGABRT, "terminate called without an active exception";
-    torch 2.13: 2 of 40 two-rank runs on 2 cores, 0 of 120 with this exit). ``destroy_process_group`` does
-    not join those threads, and a barrier makes it no better (its work holds the earlier works). Ray Train
-    workers are Ray's processes (it ends them with ``ray.kill``, no finalization); only ranks we start end here.
-    """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)

@@ -36,6 +36,7 @@ from grpo.episodes import EpisodeLimits, Trajectory, run_episodes
 from grpo.evaluation import eval_summary, write_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.policy import load_policy
+from grpo.process import resident_gib
 from grpo.reporting import Reporter
 from grpo.rollout import Generator
 from grpo.rollout.hf import HFGenerator
@@ -227,14 +228,6 @@ def run_step(cfg: TrainerConfig, models: Models, tasks, urls: dict[str, str], sh
     stats["perf/rss_gib"] = resident_gib()
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
-
-
-def resident_gib() -> float:
-    """This process's resident memory in GiB (rank 0's in a sharded trial): memory that grows step after
-    step, or trial after trial in a CPU trial's reused process, shows here."""
-    import psutil
-
-    return psutil.Process().memory_info().rss / 2**30
 
 
 def release_cached_memory() -> None:

@@ -100,10 +100,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     with open(args.metrics_jsonl, "a") if args.metrics_jsonl else nullcontext() as jsonl:
         train(cfg, ConsoleReporter(jsonl=jsonl))
-    from grpo.distributed import exit_rank_process, launched_rank
-
-    if launched_rank():  # one of torchrun's ranks: ended past gloo's exit race (see exit_rank_process)
-        exit_rank_process(0)
     return 0
 
 
@@ -182,4 +178,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    from grpo.process import exit_rank_process, launched_rank
+
+    if launched_rank():  # one of torchrun's ranks (sweep train --workers N): past gloo's exit race
+        exit_rank_process(status)
+    sys.exit(status)

@@ -9,17 +9,15 @@ step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps). 
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from grpo.config import TrainerConfig
 from grpo.configbase import apply_overrides, validate
+from grpo.process import release_memory
 from sweep import checkpoints
 from sweep.scratch import remove_orphans, scratch_dir
 from sweep.storage import DirMirror, open_storage
@@ -67,6 +65,9 @@ def run_trial(
     from grpo.trainer import train
 
     remove_orphans()  # what killed trials on this node left behind
+    # a CPU trial's process may have run a trial before (sweep.tuner.reuse_processes): hand its memory back
+    # here, not in that trial's finally, where the SystemExit Tune stops it with still holds train()'s frame
+    release_memory()
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "120")  # a reused process waits for a stopped trial's step to end
     context = tune.get_context()
     if workers > 1:
@@ -87,23 +88,6 @@ def run_trial(
         for scratch in (overrides["checkpoint.dir"], overrides.get("resume_from"), mirror and mirror.local):
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
-        release_memory()  # a CPU trial's process runs the next trial (sweep.tuner.reuse_processes)
-
-
-def release_memory() -> None:
-    """Hand the finished trial's freed memory back to the OS.
-
-    glibc keeps freed heap pages, so a reused process would start each trial holding the last one's peak:
-    in the efficiency bench a reused process's resident memory at a trial's first step rose from 1.0 to
-    2.1 GiB over 6 trials, while 8 trials run by ``train`` in a loop with this release started at 0.45 GiB
-    each (0.7 to 0.95 GiB without it: no leak, only what the allocator kept).
-    """
-    gc.collect()  # the models sit in reference cycles (hooks); free them before trimming
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).malloc_trim(0)
-        except (OSError, AttributeError):  # a libc without malloc_trim (musl)
-            pass
 
 
 def run_multiworker(

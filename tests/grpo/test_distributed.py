@@ -19,8 +19,9 @@ import torch
 import torch.multiprocessing as mp
 
 from grpo.batching import TrainBatch
-from grpo.distributed import ONE_PROCESS, exit_rank_process, full_parameters, init_ranks, parallelize, shutdown
+from grpo.distributed import ONE_PROCESS, full_parameters, init_ranks, parallelize, shutdown
 from grpo.policy import load_policy
+from grpo.process import exit_rank_process
 from grpo.update import UpdateSettings, policy_update
 from tests.conftest import TEST_MODEL
 from tests.grpo.test_update import _batch
@@ -105,7 +106,7 @@ def test_sweep_train_with_two_workers(tmp_path, private_cache):
 def test_a_rank_process_exits_with_its_status_and_its_output_flushed():
     """``exit_rank_process`` skips Python's finalization (gloo's exit race) but still writes what was printed."""
     script = (
-        "from grpo.distributed import exit_rank_process\n"
+        "from grpo.process import exit_rank_process\n"
         "print('printed before exit', end='')  # stdout to a pipe is block-buffered: only a flush writes it\n"
         "exit_rank_process(3)\n"
         "print('never')\n"
