@@ -48,9 +48,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo.configbase import apply_overrides  # noqa: E402
-from sweep.__main__ import _parse_set  # noqa: E402
-from sweep.config import SweepConfig, load_sweep_config  # noqa: E402
+from configkit.base import apply_overrides  # noqa: E402
+from sweep.config import SweepConfig  # noqa: E402
+from sweep.loader import load_space, parse_sets  # noqa: E402
 from sweep.results import trial_history  # noqa: E402
 
 LEARNING = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
@@ -64,7 +64,7 @@ def space_file(args: argparse.Namespace, kind: str, folder: Path, seed: int = 0)
     data = yaml.safe_load(args.space.read_text())
     trials = len(args.lrs) * len(args.kl) * len(args.n)
     trainer = apply_overrides(data["trainer"], {"total_steps": args.steps, "eval.interval": args.eval_interval,
-                                                "eval.n_samples": args.eval_samples, **_parse_set(args.set)})
+                                                "eval.n_samples": args.eval_samples, **parse_sets(args.set)})
     distribution = "grid" if kind == "grid" else "choice"
     space = {KEYS[name]: {distribution: getattr(args, name)} for name in KEYS}
     if kind != "grid" and args.tpe_lr == "range" and len(args.lrs) > 1:  # the range the grid's values are a log-spaced sample of
@@ -252,12 +252,12 @@ def main() -> int:
         if grid.get("args") != grid_args:
             parser.error(f"--grid-from {args.grid_from}: its grid ran with {grid.get('args')}, not {grid_args}")
     else:
-        grid = {**run(load_sweep_config(space_file(args, "grid", folder))), "args": grid_args}
+        grid = {**run(load_space(space_file(args, "grid", folder))), "args": grid_args}
     (folder / GRID_OUTCOME).write_text(json.dumps(grid))
     target = best_eval(grid["histories"]) - args.tolerance
     rows = [summary("grid", grid, target)]
     for seed in args.seeds:
-        rows.append(summary(f"asha_tpe s{seed}", run(load_sweep_config(space_file(args, "asha_tpe", folder, seed))), target))
+        rows.append(summary(f"asha_tpe s{seed}", run(load_space(space_file(args, "asha_tpe", folder, seed))), target))
     render(rows, target + args.tolerance)
     expected, searched = rows[0]["expected_steps_to_target"], rows[1:]
     ratios = [round(r["steps_to_target"] / expected, 3) if r["steps_to_target"] and expected else None for r in searched]

@@ -14,10 +14,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from configkit.base import ConfigError
 from envs.client import EnvClient, EnvError
 from envs.local.launch import LocalEnvServer
 from envs.task import Task, load_tasks
-from grpo.configbase import ConfigError
 
 DATA = Path(__file__).resolve().parent / "data"
 

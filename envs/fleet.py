@@ -29,9 +29,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from configkit.base import ConfigError
 from envs.errors import EnvError
 from envs.task import Task
-from grpo.configbase import ConfigError
 
 KEY_VARIABLE = "FLEET_API_KEY"
 INSTALL_HINT = (

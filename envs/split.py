@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from configkit.base import ConfigError
 from envs.task import Task
-from grpo.configbase import ConfigError
 
 
 @dataclass(frozen=True)

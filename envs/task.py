@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from grpo.configbase import ConfigError, StrictModel, validate
+from configkit.base import ConfigError, StrictModel, validate
 
 VERIFIER_FUNCTION = "verify"
 

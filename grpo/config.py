@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from grpo.configbase import StrictModel, read_yaml, validate
+from configkit.base import StrictModel, read_yaml, validate
 
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "envs" / "data" / "hotel.jsonl")
 
@@ -194,7 +194,7 @@ class TrainerConfig(StrictModel):
 
 def load_trainer_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainerConfig:
     """Read a TrainerConfig from YAML, apply dotted overrides, validate with errors naming the file."""
-    from grpo.configbase import apply_overrides
+    from configkit.base import apply_overrides
 
     data = apply_overrides(read_yaml(path), overrides or {})
     return validate(TrainerConfig, data, str(path))

@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tasks", default="", help="cap on tasks ('' for none)")
     args = parser.parse_args(argv)
     target = write(args.space, args.env_keys, args.max_tasks)
-    from sweep.config import load_sweep_config
+    from sweep.loader import load_space
 
     try:
-        load_sweep_config(target)
+        load_space(target)
     except ValueError as exc:  # ConfigError, or a task filter that leaves nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,23 +20,22 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
-import yaml
-
-from grpo.configbase import ConfigError
+from configkit.base import ConfigError
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from sweep.checks import cluster_resources
-    from sweep.config import load_sweep_config, sampled_trial_count
+    from sweep.loader import load_space, parse_sets
+    from sweep.space import sampled_trial_count
 
     available, where = cluster_resources()
     try:
-        cfg = load_sweep_config(args.space, cluster=available)
+        cfg = load_space(args.space, parse_sets(args.set), cluster=available)
     except ConfigError as exc:
         raise ConfigError(f"{exc}\n(resources checked against {where})" if "_per_trial'" in str(exc) else str(exc)) from None
     searcher = cfg.search.searcher + (f" ({cfg.search.sampler})" if cfg.search.searcher == "optuna" else "")
     print(f"{args.space}: ok — {sampled_trial_count(cfg)} trials, searcher {searcher}, scheduler {cfg.scheduler.type}, "
-          f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.base_trainer().total_steps} steps each; resources checked against {where}")
+          f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.trainer.total_steps} steps each; resources checked against {where}")
     for key, dist in cfg.space.items():
         print(f"  {key}: {dist.model_dump(exclude_none=True)}")
     for key, dist in getattr(cfg.scheduler, "mutations", {}).items():
@@ -48,34 +47,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from grpo.configbase import validate
-    from sweep.config import SweepConfig, load_sweep_config
-
-    cfg = load_sweep_config(args.space)
-    data = cfg.model_dump()
-    if args.storage:
-        data["storage"] = args.storage
-    if args.num_samples is not None:
-        data["search"]["num_samples"] = args.num_samples
+    from sweep.loader import load_space, parse_sets
     from sweep.run import run_sweep
 
-    return run_sweep(validate(SweepConfig, data, f"{args.space} (with command-line overrides)"), fresh=args.fresh, space=str(args.space))
+    sets = parse_sets(args.set)
+    if args.storage:
+        sets["storage"] = args.storage
+    if args.num_samples is not None:
+        sets["search.num_samples"] = args.num_samples
+    return run_sweep(load_space(args.space, sets), fresh=args.fresh, space=str(args.space))
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     from sweep.run import resume_sweep
 
     return resume_sweep(args.path)
-
-
-def _parse_set(items: list[str]) -> dict[str, object]:
-    overrides: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: write it as dotted.key=value")
-        overrides[key] = yaml.safe_load(value)
-    return overrides
 
 
 def _show_base_policy_build() -> None:
@@ -88,7 +74,9 @@ def _show_base_policy_build() -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    cfg, _ = _load_trainer(args.config, args.set)
+    from sweep.loader import load_trainer, parse_sets
+
+    cfg, _ = load_trainer(args.config, parse_sets(args.set))
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
         from grpo.distributed import torchrun
@@ -103,22 +91,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_trainer(path: Path, overrides: list[str]):
-    """A TrainerConfig from a trainer YAML or a space file's base, with --set overrides; and the space (or None)."""
-    from grpo.config import TrainerConfig
-    from grpo.configbase import apply_overrides, read_yaml, validate
-    from sweep.config import load_sweep_config
-
-    data = read_yaml(path)
-    sweep_cfg = load_sweep_config(path) if "space" in data or "search" in data else None
-    base = sweep_cfg.trainer if sweep_cfg else data
-    return validate(TrainerConfig, apply_overrides(base, _parse_set(overrides)), str(path)), sweep_cfg
-
-
 def _cmd_forecast(args: argparse.Namespace) -> int:
     from sweep.forecast import candidate_sizes, probe, render
+    from sweep.loader import load_trainer, parse_sets
 
-    cfg, sweep_cfg = _load_trainer(args.config, args.set)
+    cfg, sweep_cfg = load_trainer(args.config, parse_sets(args.set))
     _show_base_policy_build()
     print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
     render(probe(cfg, args.k), candidate_sizes(cfg, sweep_cfg), args.k)
@@ -139,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--storage", help="results directory (overrides the file's storage)")
     run.add_argument("--num-samples", type=int, help="trials to run (overrides search.num_samples)")
     run.add_argument("--fresh", action="store_true", help="delete an existing sweep of the same name and start over")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="dotted override, repeatable: a trainer key (optim.lr=3e-4) sets the base, a sweep key (search.seed=1) the sweep")
     run.set_defaults(func=_cmd_run)
     resume = commands.add_parser("resume", help="continue a sweep whose driver died (its directory or s3:// URI)")
     resume.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
     resume.set_defaults(func=_cmd_resume)
     check = commands.add_parser("validate", help="check a space file without running it")
     check.add_argument("space", type=Path)
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable (as sweep run)")
     check.set_defaults(func=_cmd_validate)
     train = commands.add_parser("train", help="run one trial without Tune (a trainer YAML, or a space file's base)")
     train.add_argument("config", type=Path)

@@ -1,4 +1,4 @@
-"""What a well-formed space file must also mean: the semantic checks behind ``load_sweep_config``.
+"""What a well-formed space file must also mean: the semantic checks ``sweep.loader`` runs on every load.
 
 Each check yields problems (one line each, naming the file, the key and what is allowed) instead of
 raising, so ``sweep validate`` reports every problem at once. Imports no torch and no Ray: the cluster's
@@ -14,21 +14,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from configkit.base import apply_overrides, describe_errors, dotted_keys
 from grpo.config import TrainerConfig
-from grpo.configbase import apply_overrides, describe_errors, dotted_keys
-from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig, sampled_trial_count
+from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.distributions import NUMERIC
+from sweep.space import sampled_trial_count
 
 UNSWEEPABLE = ("total_steps", "output_dir")
 OPTUNA_CATEGORICAL = (type(None), bool, int, float, str)
 
 
 def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: dict[str, float] | None) -> list[str]:
-    """Every semantic problem of a structurally valid config; sections in ``dropped`` were invalid and are skipped."""
-    try:
-        base = TrainerConfig.model_validate(cfg.trainer)
-    except ValidationError as exc:
-        return describe_errors(exc, TrainerConfig, source, prefix="trainer.").splitlines()  # every other check needs the base
+    """Every semantic problem of a structurally valid config; sections in ``dropped`` were invalid and are skipped
+    (every check needs the base trainer: without it, none runs)."""
+    if "trainer" in dropped:
+        return []
+    base = cfg.trainer
     problems = [*space_problems(cfg, source), *condition_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -46,7 +47,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
 def _refused(cfg: SweepConfig, key: str, value: Any, source: str) -> str | None:
     """The trainer's complaint about ``key = value`` on the base config, or None if it accepts it."""
     try:
-        TrainerConfig.model_validate(apply_overrides(cfg.trainer, {key: value}))
+        TrainerConfig.model_validate(apply_overrides(cfg.trainer.model_dump(), {key: value}))
     except ValidationError as exc:
         return describe_errors(exc, TrainerConfig, source)
     return None
@@ -111,7 +112,7 @@ def point_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
             elif not dist.active(point):
                 yield f"{where}: {key} is set, but its condition {_describe(dist.when)} does not hold in this point"
         try:
-            TrainerConfig.model_validate(apply_overrides(cfg.trainer, point))
+            TrainerConfig.model_validate(apply_overrides(cfg.trainer.model_dump(), point))
         except ValidationError as exc:
             yield f"{where} makes a trial config the trainer refuses:\n{describe_errors(exc, TrainerConfig, source)}"
 

@@ -1,4 +1,4 @@
-"""SweepConfig: what to sweep, how to search and schedule, where results go; validated before any trial.
+"""SweepConfig: what to sweep, how to search and schedule, where results go; the schema only.
 
 A space file names TrainerConfig keys by dotted path, each with a distribution (``sweep/distributions.py``)::
 
@@ -8,22 +8,19 @@ A space file names TrainerConfig keys by dotted path, each with a distribution (
       algorithm.kl_estimator: {choice: [k1, k3], when: {algorithm.kl_coef: {gt: 0}}}
       rollout.n_samples_per_prompt: 4            # a fixed value
 
-``load_sweep_config`` checks the file's shape here and its meaning in ``sweep/checks.py`` (keys exist,
-the trainer accepts every distribution's extremes, searcher, scheduler and metric agree, resources fit),
-and reports every problem at once, each naming the file, the key and what is allowed, before Ray starts.
-Imports no torch and no Ray.
+The base trainer is a typed ``TrainerConfig``, parsed with the file. Reading a file (or a saved sweep),
+applying command-line overrides and running the meaning checks is ``sweep.loader``'s job, the one door;
+this module imports neither it nor the checks. Imports no torch and no Ray.
 """
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
+from configkit.base import StrictModel
 from grpo.config import TrainerConfig
-from grpo.configbase import ConfigError, StrictModel, describe_errors, read_yaml
 from sweep.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
     DISTRIBUTIONS,
     Choice,
@@ -132,7 +129,7 @@ class LoggingConfig(StrictModel):
 
 class SweepConfig(StrictModel):
     name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name (a directory under storage).")
-    trainer: dict[str, Any] = Field(default_factory=dict, description="The base TrainerConfig every trial starts from.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The base trainer config every trial starts from (validated once, here).")
     space: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution.")
     search: SearchConfig = SearchConfig()
     scheduler: Scheduler = AshaConfig()
@@ -150,111 +147,8 @@ class SweepConfig(StrictModel):
             data = {**data, "scheduler": {"type": "asha", **data["scheduler"]}}  # asha is the default scheduler
         return data
 
-    def base_trainer(self) -> TrainerConfig:
-        return TrainerConfig.model_validate(self.trainer)
-
 
 def _expand_distributions(data: Any, key: str) -> Any:
     if isinstance(data, dict) and isinstance(data.get(key), dict):
         data = {**data, key: {k: distribution_dict(v) for k, v in data[key].items()}}
     return data
-
-
-def _resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """Relative paths in the trainer section are relative to the space file (trials run in their own directories)."""
-    trainer = dict(trainer)
-    def resolve(value: Any) -> Any:
-        if isinstance(value, list):
-            return [resolve(v) for v in value]
-        if isinstance(value, str) and not Path(value).expanduser().is_absolute():
-            return str((base_dir / value).resolve())
-        return value
-
-    for section, key in (("env", "tasks_path"), ("model", "cache_dir")):
-        block = dict(trainer.get(section) or {})
-        if key in block:
-            block[key] = resolve(block[key])
-            trainer[section] = block
-    return trainer
-
-
-def _parse_distributions(data: dict[str, Any], source: str, problems: list[str]) -> None:
-    """Turn the YAML shorthand into tagged dicts in place; a malformed entry is a problem and is dropped."""
-    blocks = [("space", data.get("space"))]
-    if isinstance(data.get("scheduler"), dict):
-        blocks.append(("scheduler.mutations", data["scheduler"].get("mutations")))
-    for where, block in blocks:
-        if not isinstance(block, dict):
-            continue
-        for key, raw in list(block.items()):
-            try:
-                block[key] = distribution_dict(raw)
-            except ValueError as exc:
-                problems.append(f"{source}: key '{where}.{key}' = {raw!r}: {exc}")
-                del block[key]
-
-
-def _validate_shape(data: dict[str, Any], source: str, problems: list[str]) -> tuple[SweepConfig | None, set[str]]:
-    """Validate the file's structure; a section with errors is reported, then dropped, so later checks still run.
-
-    Returns the config (None if even that failed) and the top-level sections that were dropped (their
-    defaults are not what the user wrote, so checks about them are skipped).
-    """
-    dropped: set[str] = set()
-    for _ in range(len(SweepConfig.model_fields) + 1):
-        try:
-            return SweepConfig.model_validate(data), dropped
-        except ValidationError as exc:
-            problems.extend(_name_distribution_errors(describe_errors(exc, SweepConfig, source)).splitlines())
-            for err in exc.errors():
-                loc = err["loc"]
-                if not loc:
-                    return None, dropped
-                if loc[0] == "space" and len(loc) > 1 and isinstance(data.get("space"), dict):
-                    data["space"].pop(loc[1], None)
-                else:
-                    data.pop(loc[0], None)
-                    dropped.add(str(loc[0]))
-    return None, dropped
-
-
-def load_sweep_config(path: str | Path, cluster: dict[str, float] | None = None) -> SweepConfig:
-    """Read and fully validate a space file; every problem found is reported in one ConfigError.
-
-    ``cluster``: the resources trials can get (``{"CPU": 8, "GPU": 1}``), checked when given
-    (``sweep validate`` passes the cluster's or this machine's; ``sweep run`` checks the Ray it starts).
-    """
-    from sweep.checks import meaning_problems
-
-    path = Path(path)
-    data = read_yaml(path)
-    source = str(path)
-    problems: list[str] = []
-    if isinstance(data.get("trainer"), dict):
-        data["trainer"] = _resolve_paths(data["trainer"], path.parent)
-    _parse_distributions(data, source, problems)
-    cfg, dropped = _validate_shape(data, source, problems)
-    if cfg is not None:
-        problems.extend(meaning_problems(cfg, source, dropped, cluster))
-    if problems:
-        lines = list(dict.fromkeys(problems))  # the same problem found twice is reported once
-        head = f"{source}: {len(lines)} problems\n" if len(lines) > 1 else ""
-        raise ConfigError(head + "\n".join(lines))
-    assert cfg is not None
-    return cfg
-
-
-def _name_distribution_errors(message: str) -> str:
-    """Pydantic names union members in its locations (``space.x.loguniform``); keep only the user's key."""
-    for name in (*DISTRIBUTIONS, "fixed", *SCHEDULERS):
-        message = message.replace(f".{name}'", "'").replace(f".{name}.", ".")
-    return message
-
-
-def sampled_trial_count(cfg: SweepConfig) -> int:
-    """How many trials the sweep will start."""
-    if cfg.search.searcher == "grid":
-        from sweep.space import grid_points
-
-        return len(cfg.search.points_to_evaluate) + len(grid_points(cfg)) * cfg.search.num_samples
-    return math.prod(len(d.values) for d in cfg.space.values() if type(d) is Grid and not d.when) * cfg.search.num_samples

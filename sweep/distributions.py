@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from grpo.configbase import StrictModel
+from configkit.base import StrictModel
 
 DISTRIBUTIONS = ("uniform", "loguniform", "quniform", "randint", "choice", "grid")
 OPERATORS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne}

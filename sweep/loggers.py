@@ -112,5 +112,5 @@ def logging_callbacks(cfg: SweepConfig) -> list[Callback]:
         callbacks.append(wandb_callback(cfg))
     if cfg.logging.progress:
         keys = [*cfg.space, *getattr(cfg.scheduler, "mutations", {})]
-        callbacks.append(LiveProgress(cfg.search.metric, cfg.base_trainer().total_steps, keys, cfg.stopping.zero_signal.rule()))
+        callbacks.append(LiveProgress(cfg.search.metric, cfg.trainer.total_steps, keys, cfg.stopping.zero_signal.rule()))
     return callbacks

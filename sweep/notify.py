@@ -130,4 +130,4 @@ def notifiers(cfg) -> list[Callback]:
     if not os.environ.get(WEBHOOK_ENV, "").strip():
         return []
     return [SweepNotifier(cfg.name, results_location(cfg.storage, cfg.name), cfg.search.metric,
-                          cfg.search.mode, cfg.base_trainer().total_steps, cfg.stopping.zero_signal.rule())]
+                          cfg.search.mode, cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 
-from grpo.configbase import ConfigError, validate
+from configkit.base import ConfigError
 from sweep.config import SweepConfig
+from sweep.loader import parse_sweep
 from sweep.storage import Storage, optuna_db_path
 
 CONFIG_FILE = "sweep_config.json"
@@ -56,7 +57,8 @@ def load_config(store: Storage, name: str) -> SweepConfig:
     import json
 
     data = json.loads(store.read_text(name, CONFIG_FILE))
-    return validate(SweepConfig, {**data, "storage": store.uri, "name": name}, f"{where}/{CONFIG_FILE}")
+    # every check a new sweep passes, on what was saved: a sweep whose config no longer passes is not resumed
+    return parse_sweep({**data, "storage": store.uri, "name": name}, f"{where}/{CONFIG_FILE}")
 
 
 def snapshot_often() -> None:

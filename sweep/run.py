@@ -5,7 +5,6 @@ Imports Ray and Tune only when called, so the CLI module stays light.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo.configbase import ConfigError
+from configkit.base import ConfigError
 from sweep.config import SweepConfig
 from sweep.storage import Storage, open_storage
 
@@ -88,7 +87,7 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     finally:
         ray.shutdown()
     push_study(store, cfg.name)
-    total, zero = cfg.base_trainer().total_steps, cfg.stopping.zero_signal.rule()
+    total, zero = cfg.trainer.total_steps, cfg.stopping.zero_signal.rule()
     rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
     rows = leaderboard.rank(rows, cfg.search.mode)
     leaderboard.render(rows, cfg.search.metric)
@@ -126,11 +125,11 @@ def prepare_base_policy(cfg: SweepConfig) -> None:
     from grpo.data import trial_tasks
     from grpo.warmstart import shipped_base
 
-    trainer = cfg.base_trainer()
+    trainer = cfg.trainer
     if not trainer.model.name_or_path:
         shipped = shipped_base(trainer.model, trial_tasks(trainer)[0], trainer.seed)
         if shipped is not None:
             print(f"base policy: {shipped} (ships with grpo-sweep; model.shipped_base: false builds it here)", flush=True)
             return
     print("preparing the base policy (built once, then cached)...", flush=True)
-    subprocess.run([sys.executable, "-m", "grpo.warmstart", json.dumps(cfg.trainer)], check=True)
+    subprocess.run([sys.executable, "-m", "grpo.warmstart", cfg.trainer.model_dump_json()], check=True)

@@ -59,7 +59,7 @@ class NeverYieldingMedian(MedianStoppingRule):
 
 def _asha(cfg: SweepConfig) -> TrialScheduler:
     s = cfg.scheduler
-    return ASHAScheduler(time_attr=STEPS, max_t=cfg.base_trainer().total_steps, grace_period=s.grace_period, reduction_factor=s.reduction_factor)
+    return ASHAScheduler(time_attr=STEPS, max_t=cfg.trainer.total_steps, grace_period=s.grace_period, reduction_factor=s.reduction_factor)
 
 
 def _fifo(cfg: SweepConfig) -> TrialScheduler:

@@ -22,7 +22,7 @@ from sweep.config import Choice, Fixed, Grid, LogUniform, QUniform, RandInt, Swe
 
 def base_value(cfg: SweepConfig, key: str) -> Any:
     """The base trainer's value at a dotted key: what a trial runs with when the key is not sampled."""
-    node: Any = cfg.base_trainer().model_dump(mode="json")
+    node: Any = cfg.trainer.model_dump(mode="json")
     for part in key.split("."):
         node = node[part]
     return node
@@ -210,3 +210,10 @@ def grid_search_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     defaults = {key: base_value(cfg, key) for key, dist in cfg.space.items() if not isinstance(dist, Fixed)}
     starts = [{**defaults, **point} for point in cfg.search.points_to_evaluate]
     return [*starts, *itertools.chain.from_iterable(grid for _ in range(cfg.search.num_samples))]
+
+
+def sampled_trial_count(cfg: SweepConfig) -> int:
+    """How many trials the sweep will start."""
+    if cfg.search.searcher == "grid":
+        return len(cfg.search.points_to_evaluate) + len(grid_points(cfg)) * cfg.search.num_samples
+    return math.prod(len(d.values) for d in cfg.space.values() if type(d) is Grid and not d.when) * cfg.search.num_samples

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
-from grpo.configbase import ConfigError
+from configkit.base import ConfigError
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
 S3_QUERY_KEYS = ("endpoint_override", "scheme", "region")

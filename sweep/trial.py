@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from configkit.base import apply_overrides, validate
 from grpo.config import TrainerConfig
-from grpo.configbase import apply_overrides, validate
 from grpo.process import release_memory
 from sweep import checkpoints
 from sweep.scratch import remove_orphans, scratch_dir
@@ -74,7 +74,7 @@ def run_trial(
         return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)
     overrides = dict(config)
     output_dir, mirror = trajectories_dir(storage, experiment or context.get_experiment_name(), context.get_trial_id(), context.get_trial_dir())
-    if "output_dir" not in base:
+    if base.get("output_dir") is None:
         overrides["output_dir"] = output_dir
     overrides["checkpoint.dir"] = scratch_dir("checkpoints")
     saved = checkpoints.newest(tune.get_checkpoint())

@@ -31,9 +31,11 @@ from sweep.trial import run_trial
 
 
 def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
-    """The base trainer config each trial starts from; torch threads follow the trial's CPU share."""
-    base = dict(cfg.trainer)
-    base.setdefault("torch_threads", max(1, int(cfg.resources.cpus_per_trial)))
+    """The base trainer config each trial starts from (its sampled keys are applied on top, and the trial
+    parses the result once); torch threads follow the trial's CPU share unless the file sets them."""
+    base = cfg.trainer.model_dump()
+    if base["torch_threads"] is None:
+        base["torch_threads"] = max(1, int(cfg.resources.cpus_per_trial))
     return base
 
 
@@ -112,7 +114,7 @@ def build_searcher(cfg: SweepConfig):
             space=OptunaSpace(cfg.space, inactive_values(cfg)),
             metric=cfg.search.metric,
             mode=cfg.search.mode,
-            total_steps=cfg.base_trainer().total_steps,
+            total_steps=cfg.trainer.total_steps,
             sampler=make_sampler(cfg.search),
             points_to_evaluate=cfg.search.points_to_evaluate or None,
             study_name=cfg.name,
@@ -136,7 +138,7 @@ class TuneZeroSignalStopper(ZeroSignalStopper, Stopper):
 
 def build_stopper(cfg: SweepConfig) -> Stopper:
     """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while."""
-    steps = MaximumIterationStopper(cfg.base_trainer().total_steps)
+    steps = MaximumIterationStopper(cfg.trainer.total_steps)
     rule = cfg.stopping.zero_signal.rule()
     return CombinedStopper(steps, TuneZeroSignalStopper(*rule)) if rule else steps
 

@@ -316,7 +316,7 @@ def test_appkit_new_ids_follow_the_seed():
 
 
 def test_a_task_key_in_two_files_names_both(tmp_path):
-    from grpo.configbase import ConfigError
+    from configkit.base import ConfigError
 
     line = shipped_task_files()[0].read_text().splitlines()[0]
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from configkit.base import ConfigError
 from envs.client import EnvClient
 from envs.errors import EnvError
 from envs.fleet import INSTALL_HINT, FleetClient, load_fleet_task_env, task_config
 from envs.task import Task
-from grpo.configbase import ConfigError
 
 
 class LocalFleetTaskEnv:

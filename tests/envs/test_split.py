@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from configkit.base import ConfigError
 from envs.split import SplitSpec, split_tasks, table_rows
 from envs.task import Task, load_tasks
-from grpo.configbase import ConfigError
 from sweep.__main__ import main
 
 SIZES = {"hotel": 20, "mail": 30, "repo": 10}

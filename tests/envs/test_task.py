@@ -5,8 +5,8 @@ import re
 
 import pytest
 
+from configkit.base import ConfigError
 from envs.task import load_tasks
-from grpo.configbase import ConfigError
 
 GOOD = {"task_key": "t1", "prompt": "Book it.", "env_key": "hotel", "verifier": {"type": "booking_made"}}
 CODE = "def verify(final_state):\n    return float(len(final_state['bookings']) == 1)\n"

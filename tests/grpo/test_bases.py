@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from grpo import warmstart
-from grpo.config import ModelConfig, TrainerConfig
-from grpo.configbase import apply_overrides
+from grpo.config import ModelConfig
 from grpo.data import trial_tasks
-from sweep.config import load_sweep_config
+from sweep.loader import load_space, load_trainer
 from tests.conftest import TEST_MODEL
 
 SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
@@ -20,7 +19,7 @@ SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
 def test_each_shipped_space_finds_its_shipped_base(space, tmp_path):
     """A recipe change (config, tasks, tokenizer, BUILD_VERSION) that is not re-shipped fails here, rather
     than making the demo and the learning test build for 10 and 17 minutes."""
-    cfg = TrainerConfig.model_validate(apply_overrides(load_sweep_config(SPACES / space).trainer, {"model.cache_dir": str(tmp_path)}))
+    cfg, _ = load_trainer(SPACES / space, {"model.cache_dir": str(tmp_path)})
     path = warmstart.base_policy_path(cfg.model, trial_tasks(cfg)[0], cfg.seed)
     assert path.parent == warmstart.SHIPPED and (path / "model.safetensors").is_file()
     assert not any(tmp_path.iterdir())  # nothing built, not even a lock
@@ -46,8 +45,7 @@ def test_sweep_run_starts_no_build_process_for_a_shipped_base(monkeypatch, capsy
 
     started: list[list[str]] = []
     monkeypatch.setattr(subprocess, "run", lambda args, **kw: started.append(args))
-    prepare_base_policy(load_sweep_config(SPACES / "learning_cpu.yaml"))
+    prepare_base_policy(load_space(SPACES / "learning_cpu.yaml"))
     assert started == [] and str(warmstart.SHIPPED) in capsys.readouterr().out
-    cfg = load_sweep_config(SPACES / "learning_cpu.yaml")
-    prepare_base_policy(cfg.model_copy(update={"trainer": apply_overrides(cfg.trainer, {"model.shipped_base": False})}))
+    prepare_base_policy(load_space(SPACES / "learning_cpu.yaml", {"model.shipped_base": False}))
     assert len(started) == 1 and started[0][1:3] == ["-m", "grpo.warmstart"]  # the build process, not started here

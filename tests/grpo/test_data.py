@@ -26,8 +26,8 @@ def test_sampler_covers_every_task_each_epoch(tasks):
 
 
 def test_several_task_files_are_one_task_set_with_unique_keys(tmp_path):
+    from configkit.base import ConfigError
     from grpo.config import EnvConfig
-    from grpo.configbase import ConfigError
     from grpo.data import select_tasks
 
     data = Path(__file__).resolve().parents[2] / "envs" / "data"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envs.protocol import DONE
-from sweep.config import load_sweep_config
+from sweep.loader import load_space
 
 SPACE = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "learning_cpu.yaml"
 
@@ -28,12 +28,11 @@ def _give_up_share(step_dir: Path) -> float:
 
 @pytest.mark.slow
 def test_good_learning_rate_raises_held_out_pass_at_1(tmp_path):
-    from grpo.config import TrainerConfig
     from grpo.reporting import ListReporter
     from grpo.trainer import train
 
-    trainer = load_sweep_config(SPACE).trainer
-    cfg = TrainerConfig.model_validate({**trainer, "total_steps": trainer["total_steps"] * 2 // 3, "output_dir": str(tmp_path)})
+    trainer = load_space(SPACE).trainer
+    cfg = trainer.model_copy(update={"total_steps": trainer.total_steps * 2 // 3, "output_dir": str(tmp_path)})
     train(cfg, ListReporter())
     evals = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
     steps = [e["global_step"] for e in evals]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from configkit.base import ConfigError, validate
 from envs.task import Task
 from grpo.config import ModelConfig, TrainerConfig
-from grpo.configbase import ConfigError, validate
 from grpo.data import split_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,10 +32,10 @@ def test_h100_space_validates_without_loading_a_model():
 
 
 def test_h100_space_is_the_seeds_setup():
-    from sweep.config import load_sweep_config
+    from sweep.loader import load_space
 
-    cfg = load_sweep_config(H100_SPACE)
-    base = cfg.base_trainer()
+    cfg = load_space(H100_SPACE)
+    base = cfg.trainer
     assert base.model.name_or_path == "Qwen/Qwen3-8B" and base.model.dtype == "bfloat16"
     assert base.model.rope_scaling.max_positions() == 65536
     assert (base.rollout.max_input_length, base.rollout.max_generate_length) == (48 * 1024, 8 * 1024)

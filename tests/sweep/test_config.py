@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo.configbase import ConfigError
-from sweep.config import Choice, LogUniform, load_sweep_config, sampled_trial_count
+from configkit.base import ConfigError
+from sweep.config import Choice, LogUniform
+from sweep.loader import load_space
+from sweep.space import sampled_trial_count
 
 SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
 GOOD = """
@@ -23,7 +25,7 @@ space:
 def _load(tmp_path, text):
     path = tmp_path / "space.yaml"
     path.write_text(text)
-    return load_sweep_config(path)
+    return load_space(path)
 
 
 def _fails(tmp_path, text, *fragments):
@@ -38,7 +40,7 @@ def _fails(tmp_path, text, *fragments):
 
 def test_shipped_spaces_validate():
     for path in SPACES.glob("*.yaml"):
-        load_sweep_config(path)
+        load_space(path)
 
 
 def test_good_space(tmp_path):
@@ -89,7 +91,7 @@ def test_unknown_metric(tmp_path):
 
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
-        load_sweep_config(tmp_path / "nope.yaml")
+        load_space(tmp_path / "nope.yaml")
 
 
 def test_asha_grace_period_beyond_the_run(tmp_path):
@@ -121,7 +123,7 @@ def test_eval_metric_needs_eval_on(tmp_path):
 
 def test_relative_paths_are_relative_to_the_space_file(tmp_path):
     cfg = _load(tmp_path, GOOD.replace("{total_steps: 3}", "{total_steps: 3, model: {cache_dir: cache}}"))
-    assert cfg.trainer["model"]["cache_dir"] == str((tmp_path / "cache").resolve())
+    assert cfg.trainer.model.cache_dir == str((tmp_path / "cache").resolve())
 
 
 def test_points_to_evaluate(tmp_path):
@@ -174,7 +176,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
-        load_sweep_config(path, cluster={"CPU": 2.0, "GPU": 0.0})
+        load_space(path, cluster={"CPU": 2.0, "GPU": 0.0})
     message = str(info.value)
     for fragment in ("space.optim.lr' = ", "must be below high", "unknown trainer key 'space.optim.lrr'", "space.algorithm.kl_coef", "lognormal",
                      "when.algorithm.nope", "search.metric", "cmaes", "scheduler.grace_period' = 9 exceeds", "resources.cpus_per_trial' = 64",
@@ -221,9 +223,9 @@ def test_median(tmp_path):
 def test_resources_beyond_the_cluster(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_text(GOOD + "resources: {cpus_per_trial: 4, gpus_per_trial: 1}\n")
-    load_sweep_config(path)  # without a cluster to compare with, nothing to check
+    load_space(path)  # without a cluster to compare with, nothing to check
     with pytest.raises(ConfigError) as info:
-        load_sweep_config(path, cluster={"CPU": 2.0, "GPU": 0.0})
+        load_space(path, cluster={"CPU": 2.0, "GPU": 0.0})
     assert "resources.cpus_per_trial' = 4" in str(info.value) and "resources.gpus_per_trial' = 1" in str(info.value)
 
 

@@ -67,12 +67,12 @@ def test_probe_counts_every_sample_of_every_task():
 def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
     from pathlib import Path
 
-    from sweep.config import load_sweep_config
     from sweep.forecast import candidate_sizes, render
+    from sweep.loader import load_space
 
-    space = load_sweep_config(Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "demo_cpu.yaml")
-    assert candidate_sizes(space.base_trainer(), space) == [4, 8]
-    assert candidate_sizes(space.base_trainer()) == [2, 4, 8, 16]
+    space = load_space(Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "demo_cpu.yaml")
+    assert candidate_sizes(space.trainer, space) == [4, 8]
+    assert candidate_sizes(space.trainer) == [2, 4, 8, 16]
     render([ProbeResult("a", "hotel", 2, 8), ProbeResult("b", "hotel", 0, 8)], [4, 8], k=8)
     out = capsys.readouterr().out
     assert "hotel" in out and "least zero-variance: n=8" in out and "1 of 2 tasks" in out

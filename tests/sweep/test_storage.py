@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from grpo.configbase import ConfigError
+from configkit.base import ConfigError
 from sweep.results import keep_before_resume, trial_history
 from sweep.resume import experiment_uri
 from sweep.storage import DirMirror, open_storage, optuna_db_path, pull_study, push_study, split_experiment

@@ -54,11 +54,11 @@ def ray_session(tiny_base: str) -> Iterator[None]:
 
 def load_space(tmp_path: Path, space: dict[str, Any]):
     """Write a space file and load it through the full validation (as ``sweep run`` does)."""
-    from sweep.config import load_sweep_config
+    from sweep.loader import load_space
 
     path = tmp_path / f"{space['name']}.yaml"
     path.write_text(yaml.safe_dump({"storage": str(tmp_path / "results"), "resources": {"cpus_per_trial": 1}, **space}))
-    return load_sweep_config(path)
+    return load_space(path)
 
 
 def fit(cfg):
@@ -75,7 +75,7 @@ def leaderboard_rows(cfg, results) -> list:
     from sweep import leaderboard
 
     rule = cfg.stopping.zero_signal.rule()
-    return [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, cfg.base_trainer().total_steps, list(cfg.space), rule) for r in results]
+    return [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, cfg.trainer.total_steps, list(cfg.space), rule) for r in results]
 
 
 def study(cfg):

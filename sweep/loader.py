@@ -1,0 +1,216 @@
+"""The one door for configs: a space file (or a trainer YAML, or a saved sweep), plus command-line overrides,
+parsed and checked once.
+
+Every command goes through here: ``run``, ``validate``, ``train`` and ``forecast`` read a file with
+``load_space`` / ``load_trainer``; ``resume`` reads the sweep's saved ``sweep_config.json`` with
+``load_saved``; the benches call the same functions. Each returns typed, validated configs: a
+``SweepConfig`` whose ``trainer`` is a ``TrainerConfig``, parsed here once; nothing downstream re-parses
+it (each trial parses its own config once: the base plus its sampled overrides).
+
+What loading does, in order: read the YAML; make the trainer's relative paths relative to the file (a
+trial runs in its own directory); apply the overrides (``--set key=value``; a trainer key may drop its
+``trainer.`` prefix, a sweep key is written as it is in the file, e.g. ``search.num_samples``); parse
+the distributions' shorthand; validate the shape, section by section, so one bad section does not hide
+the others' problems; run the meaning checks (``sweep.checks``). Every problem is reported at once, each
+naming the file, the key, the value and what is allowed, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from configkit.base import ConfigError, apply_overrides, describe_errors, read_yaml, validate
+from grpo.config import TrainerConfig
+from sweep.checks import meaning_problems
+from sweep.config import SCHEDULERS, SweepConfig
+from sweep.distributions import DISTRIBUTIONS, distribution_dict
+
+TRAINER_PATHS = (("env", "tasks_path"), ("model", "cache_dir"))  # resolved against the file that names them
+SPACE_MARKERS = ("space", "search")  # a file with either is a space file; else a trainer YAML
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, Any]:
+    """``["optim.lr=3e-4", "search.num_samples=2"]`` as ``{key: value}``, each value read as YAML."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write it as dotted.key=value")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def describe_sets(sets: Mapping[str, Any]) -> str:
+    return ", ".join(f"--set {key}={value}" for key, value in sets.items())
+
+
+def split_sets(sets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(sweep-level, trainer-level) overrides; a key belonging to neither is a ConfigError listing both kinds."""
+    sweep_level: dict[str, Any] = {}
+    trainer_level: dict[str, Any] = {}
+    for key, value in sets.items():
+        head = key.split(".", 1)[0]
+        if head == "trainer" and "." in key:
+            trainer_level[key.split(".", 1)[1]] = value
+        elif head in SweepConfig.model_fields and head != "trainer":
+            sweep_level[key] = value
+        elif head in TrainerConfig.model_fields:
+            trainer_level[key] = value
+        else:
+            raise ConfigError(
+                f"--set {key}: unknown key '{head}' (trainer keys: {', '.join(TrainerConfig.model_fields)}; "
+                f"sweep keys: {', '.join(k for k in SweepConfig.model_fields if k != 'trainer')})"
+            )
+    return sweep_level, trainer_level
+
+
+def resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The trainer's relative paths made absolute against ``base_dir`` (the file's folder, or the working
+    directory for paths given on the command line)."""
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, str) and not Path(value).expanduser().is_absolute():
+            return str((base_dir / value).resolve())
+        return value
+
+    trainer = dict(trainer)
+    for section, key in TRAINER_PATHS:
+        block = trainer.get(section)
+        if isinstance(block, dict) and key in block:
+            trainer[section] = {**block, key: resolve(block[key])}
+    return trainer
+
+
+def _trainer_sets(trainer_level: dict[str, Any]) -> dict[str, Any]:
+    """Command-line paths are relative to the working directory."""
+    resolved = resolve_paths(apply_overrides({}, trainer_level), Path.cwd())
+    flat = dict(trainer_level)
+    for section, key in TRAINER_PATHS:
+        if f"{section}.{key}" in flat:
+            flat[f"{section}.{key}"] = resolved[section][key]
+    return flat
+
+
+def with_sets(data: dict[str, Any], sets: Mapping[str, Any], source: str, pin_swept: bool) -> tuple[dict[str, Any], list[str]]:
+    """The file's data with the overrides applied, and the problems they make.
+
+    ``pin_swept``: a trainer override of a swept key sets the base value (``train``, ``forecast``); for a
+    sweep it is a problem, since the space would overrule it.
+    """
+    sweep_level, trainer_level = split_sets(sets)
+    problems = []
+    space = data.get("space") if isinstance(data.get("space"), dict) else {}
+    for key in trainer_level:
+        if key in space and not pin_swept:
+            problems.append(f"{source}: --set {key}: the space sweeps this key (space.{key}); remove it from the space to pin it, or drop the --set")
+    data = apply_overrides(data, sweep_level)
+    trainer = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
+    data["trainer"] = apply_overrides(trainer, _trainer_sets(trainer_level))
+    return data, problems
+
+
+def _parse_distributions(data: dict[str, Any], source: str, problems: list[str]) -> None:
+    """Turn the YAML shorthand into tagged dicts in place; a malformed entry is a problem and is dropped."""
+    blocks = [("space", data.get("space"))]
+    if isinstance(data.get("scheduler"), dict):
+        blocks.append(("scheduler.mutations", data["scheduler"].get("mutations")))
+    for where, block in blocks:
+        if not isinstance(block, dict):
+            continue
+        for key, raw in list(block.items()):
+            try:
+                block[key] = distribution_dict(raw)
+            except ValueError as exc:
+                problems.append(f"{source}: key '{where}.{key}' = {raw!r}: {exc}")
+                del block[key]
+
+
+def _name_distribution_errors(message: str) -> str:
+    """Pydantic names union members in its locations (``space.x.loguniform``); keep only the user's key."""
+    for name in (*DISTRIBUTIONS, "fixed", *SCHEDULERS):
+        message = message.replace(f".{name}'", "'").replace(f".{name}.", ".")
+    return message
+
+
+def _validate_shape(data: dict[str, Any], source: str, problems: list[str]) -> tuple[SweepConfig | None, set[str]]:
+    """Validate the structure; a section with errors is reported, then dropped, so later checks still run.
+
+    Returns the config (None if even that failed) and the top-level sections that were dropped (their
+    defaults are not what the user wrote, so checks about them are skipped). A valid file is parsed once.
+    """
+    dropped: set[str] = set()
+    for _ in range(len(SweepConfig.model_fields) + 1):
+        try:
+            return SweepConfig.model_validate(data), dropped
+        except ValidationError as exc:
+            problems.extend(_name_distribution_errors(describe_errors(exc, SweepConfig, source)).splitlines())
+            for err in exc.errors():
+                loc = err["loc"]
+                if not loc:
+                    return None, dropped
+                if loc[0] == "space" and len(loc) > 1 and isinstance(data.get("space"), dict):
+                    data["space"].pop(loc[1], None)
+                else:
+                    data.pop(loc[0], None)
+                    dropped.add(str(loc[0]))
+    return None, dropped
+
+
+def parse_sweep(data: dict[str, Any], source: str, cluster: dict[str, float] | None = None, problems: list[str] | None = None) -> SweepConfig:
+    """Parse and check a space's data; every problem (with ``problems`` found before) in one ConfigError."""
+    problems = list(problems or [])
+    _parse_distributions(data, source, problems)
+    cfg, dropped = _validate_shape(data, source, problems)
+    if cfg is not None:
+        problems.extend(meaning_problems(cfg, source, dropped, cluster))
+    if problems:
+        lines = list(dict.fromkeys(problems))  # the same problem found twice is reported once
+        head = f"{source}: {len(lines)} problems\n" if len(lines) > 1 else ""
+        raise ConfigError(head + "\n".join(lines))
+    assert cfg is not None
+    return cfg
+
+
+def load_space(path: str | Path, sets: Mapping[str, Any] | None = None, cluster: dict[str, float] | None = None,
+               pin_swept: bool = False) -> SweepConfig:
+    """A space file, with overrides, parsed and checked.
+
+    ``cluster``: the resources trials can get (``{"CPU": 8, "GPU": 1}``), checked when given (``sweep
+    validate`` passes a running cluster's; ``sweep run`` checks the Ray it starts).
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    source = f"{path} ({describe_sets(sets)})" if sets else str(path)
+    if isinstance(data.get("trainer"), dict):
+        data["trainer"] = resolve_paths(data["trainer"], path.parent)
+    data, problems = with_sets(data, sets or {}, source, pin_swept)
+    return parse_sweep(data, source, cluster, problems)
+
+
+def is_space_file(data: dict[str, Any]) -> bool:
+    return any(key in data for key in SPACE_MARKERS)
+
+
+def load_trainer(path: str | Path, sets: Mapping[str, Any] | None = None) -> tuple[TrainerConfig, SweepConfig | None]:
+    """A trainer config from a trainer YAML, or from a space file's base (the space's checks run too), with
+    trainer overrides (which may pin a swept key); and the space, or None for a trainer YAML.
+
+    A trainer YAML's relative paths stay relative to the working directory, as ``sweep train`` always read them.
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    sweep_level, trainer_level = split_sets(sets or {})
+    if sweep_level:
+        raise ConfigError(f"{describe_sets(sweep_level)}: a sweep key; one trial takes trainer keys only ({', '.join(TrainerConfig.model_fields)})")
+    if is_space_file(data):
+        cfg = load_space(path, {f"trainer.{key}": value for key, value in trainer_level.items()}, pin_swept=True)
+        return cfg.trainer, cfg
+    source = f"{path} ({describe_sets(sets)})" if sets else str(path)
+    return validate(TrainerConfig, apply_overrides(data, _trainer_sets(trainer_level)), source), None

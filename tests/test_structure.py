@@ -1,0 +1,99 @@
+"""The house's shape, read from the code's imports (every import, function-level ones included):
+packages only import downward (configkit < envs < grpo < sweep) and no modules import each other in a circle.
+
+A guard, not the design: docs/decisions.md says why the floors are what they are.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOORS = ("configkit", "envs", "grpo", "sweep")  # each may import those before it, never those after
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in FLOORS:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project's modules ``name`` imports anywhere in its code (``from pkg import sub`` names the submodule)."""
+    targets: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            wanted = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            wanted = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in wanted:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_packages_only_import_downward():
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if FLOORS.index(target.split(".")[0]) > FLOORS.index(module.split(".")[0])
+    )
+    assert not upward, upward
+
+
+def test_no_import_circles():
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                circles.append(sorted(members))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert not circles, circles
+
+
+def test_the_guard_sees_function_level_imports(tmp_path):
+    """The reader follows imports inside functions, where circles hide."""
+    path = tmp_path / "m.py"
+    path.write_text("def f():\n    from sweep.checks import meaning_problems\n    import grpo.config\n")
+    modules = _modules()
+    assert _imports("sweep.config", path, modules) == {"sweep.checks", "grpo.config"}
