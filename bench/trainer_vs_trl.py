@@ -101,9 +101,9 @@ def trl_steps(tasks: list[Task], base: Path, steps: int, threads: int, out: Path
     from transformers import Qwen2ForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo.tiny import load_tokenizer
+    from grpo.tiny import load_tiny_tokenizer
 
-    tokenizer = load_tokenizer(str(base))
+    tokenizer = load_tiny_tokenizer(str(base))
     rows = [
         {"prompt": opening_messages(t.prompt, tool_signatures(get_app(t.env_key)), t.env_variables), "task_json": t.model_dump_json()}
         for t in tasks

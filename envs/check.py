@@ -14,10 +14,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from configkit.base import ConfigError
 from envs.client import EnvClient, EnvError
 from envs.local.launch import LocalEnvServer
-from envs.task import Task, load_tasks
+from envs.outcomes import passed
+from envs.task import Task, load_task_files
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -25,19 +25,6 @@ DATA = Path(__file__).resolve().parent / "data"
 def shipped_task_files() -> list[Path]:
     """Every task file that ships with the package, one per local app."""
     return sorted(DATA.glob("*.jsonl"))
-
-
-def load_task_files(paths: list[Path]) -> list[Task]:
-    """Tasks of several files; a task_key in two files is an error naming both."""
-    tasks: list[Task] = []
-    where: dict[str, Path] = {}
-    for path in paths:
-        for task in load_tasks(path):
-            if task.task_key in where:
-                raise ConfigError(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
-            where[task.task_key] = path
-            tasks.append(task)
-    return tasks
 
 
 @dataclass
@@ -60,7 +47,7 @@ async def _replay(client: EnvClient, task: Task) -> tuple[Task, str | None]:
             reward = await session.score()
     except EnvError as exc:
         return task, f"env error: {exc}"
-    return task, None if reward >= 0.5 else f"verifier gave {reward}"
+    return task, None if passed(reward) else f"verifier gave {reward}"
 
 
 def check_tasks(tasks: list[Task], max_concurrent: int = 16) -> CheckReport:

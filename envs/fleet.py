@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from configkit import environ
 from configkit.base import ConfigError
 from envs.errors import EnvError
 from envs.task import Task
 
-KEY_VARIABLE = "FLEET_API_KEY"
+KEY_VARIABLE = environ.FLEET_API_KEY.name
 INSTALL_HINT = (
     "OpenEnv's FleetTaskEnv is not installed. It is in no PyPI package (openenv and openenv-core lack it): "
     "install it from the repository, e.g. pip install 'git+https://github.com/fleet-ai/OpenEnv' fleet-python"
@@ -78,12 +78,12 @@ class FleetClient:
 
     def __init__(self, max_steps: int = 50, request_timeout_s: float = 60.0, env_factory: EnvFactory | None = None):
         if env_factory is None:
-            if not os.environ.get(KEY_VARIABLE):
+            if not environ.FLEET_API_KEY.is_set():
                 raise ConfigError(f"hosted Fleet tasks need the {KEY_VARIABLE} environment variable (it is not set)")
             env_class = load_fleet_task_env()
 
             def env_factory(config: dict[str, Any]) -> Any:  # the key goes from the environment to Fleet, nowhere else
-                return env_class(config, api_key=os.environ[KEY_VARIABLE], max_steps=max_steps, request_timeout_s=request_timeout_s)
+                return env_class(config, api_key=environ.FLEET_API_KEY.get(), max_steps=max_steps, request_timeout_s=request_timeout_s)
 
         self._env_factory = env_factory
 

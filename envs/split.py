@@ -8,7 +8,7 @@ seed, hold out every task of each ``--held-out-env`` (eval only, never trained o
 over to an unseen app?), then per remaining env put ``round(n * eval_ratio)`` tasks, at most
 ``eval_cap_per_env``, into eval. The eval cap applies to held-out envs too; tasks above it are dropped.
 Each env is shuffled by its own seeded RNG, so adding an env does not reshuffle the others.
-Leaves out: the trainer's own in-run split (``grpo.data.split_tasks``), which this does not replace.
+Leaves out: the trainer's own in-run split (``grpo.data.held_out_split``), which this does not replace.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from configkit.base import ConfigError
-from envs.task import Task
+from envs.task import Task, load_task_files
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,6 @@ def render(split: Split, spec: SplitSpec) -> None:
 
 
 def run_split(args: argparse.Namespace) -> int:
-    from envs.check import load_task_files
-
     spec = SplitSpec(args.eval_ratio, args.eval_cap_per_env, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
     split = split_tasks(load_task_files(args.tasks), spec)
     render(split, spec)

@@ -103,3 +103,16 @@ def load_tasks(path: str | Path) -> list[Task]:
         seen.add(task.task_key)
         tasks.append(task)
     return tasks
+
+
+def load_task_files(paths: list[str | Path]) -> list[Task]:
+    """Tasks of several files; a task_key in two files is an error naming both."""
+    tasks: list[Task] = []
+    where: dict[str, Path] = {}
+    for path in map(Path, paths):
+        for task in load_tasks(path):
+            if task.task_key in where:
+                raise ConfigError(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
+            where[task.task_key] = path
+            tasks.append(task)
+    return tasks

@@ -33,6 +33,29 @@ def group_advantages(
     return centred * valid_f
 
 
+def advantages_by_group(
+    rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor, std_eps: float = 1e-6, normalize_std: bool = True, std_floor: float = 0.0
+) -> torch.Tensor:
+    """``group_advantages`` for samples that name their group: any order, any group sizes.
+
+    rewards, group_ids, valid: ``(B,)``. Samples of one group id are gathered (in their order) into a row
+    of a ``(G, n_max)`` table, padded with invalid entries, which take no part in a group's mean and std;
+    each sample's advantage is scattered back to its place. Returns ``(B,)``.
+    """
+    ids, row = torch.unique(group_ids, return_inverse=True)
+    order = torch.argsort(row, stable=True)
+    sizes = torch.bincount(row, minlength=len(ids))
+    starts = torch.cumsum(sizes, 0) - sizes
+    column = torch.empty_like(row)
+    column[order] = torch.arange(len(row)) - starts[row[order]]
+    width = int(sizes.max()) if len(sizes) else 0
+    table = torch.zeros(len(ids), width, dtype=rewards.dtype)
+    mask = torch.zeros(len(ids), width, dtype=torch.bool)
+    table[row, column] = rewards
+    mask[row, column] = valid
+    return group_advantages(table, mask, std_eps, normalize_std, std_floor)[row, column]
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` where ``mask`` is 1 (any shape); 0 when the mask is empty."""
     mask_f = mask.to(values.dtype)

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from configkit.base import StrictModel, read_yaml, validate
+from configkit.base import StrictModel
+from envs.backend import BackendConfig, ClientLimits, LocalBackendConfig
 
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "envs" / "data" / "hotel.jsonl")
 
@@ -140,11 +141,23 @@ class RolloutConfig(StrictModel):
 class EnvConfig(StrictModel):
     """Where tasks come from and how environments are reached."""
 
+    backend: BackendConfig = Field(default_factory=LocalBackendConfig, description="Where episodes run: {type: local} (our MCP apps on 127.0.0.1); `backend: local` is short for it.")
+
     tasks_path: str | list[str] = Field(DEFAULT_TASKS, description="JSONL task records: one file, or a list of files (task_keys unique across them).")
     env_keys: list[str] | None = Field(None, description="Keep only tasks of these env_keys (None: all).")
     max_tasks: int | None = Field(None, ge=1, description="Keep at most this many tasks (after filtering).")
     max_concurrent: int = Field(32, ge=1, description="Open MCP sessions per trial at most.")
     call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_by_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("backend"), str):
+            data = {**data, "backend": {"type": data["backend"]}}
+        return data
+
+    def client_limits(self) -> ClientLimits:
+        return ClientLimits(self.max_concurrent, self.call_timeout_s)
 
 
 class EvalConfig(StrictModel):
@@ -190,11 +203,3 @@ class TrainerConfig(StrictModel):
                 "model.rope_scaling gives (factor x original_max_position_embeddings): raise the factor or lower the length"
             )
         return self
-
-
-def load_trainer_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainerConfig:
-    """Read a TrainerConfig from YAML, apply dotted overrides, validate with errors naming the file."""
-    from configkit.base import apply_overrides
-
-    data = apply_overrides(read_yaml(path), overrides or {})
-    return validate(TrainerConfig, data, str(path))

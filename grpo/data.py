@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
-from envs.check import load_task_files
-from envs.task import Task, load_tasks
+from envs.task import Task, load_task_files
 from grpo.config import EnvConfig, TrainerConfig
 
 
 def select_tasks(cfg: EnvConfig) -> list[Task]:
     """The trial's tasks: the file's records, filtered by env_key, capped at max_tasks."""
     paths = [cfg.tasks_path] if isinstance(cfg.tasks_path, str) else cfg.tasks_path
-    tasks = load_tasks(paths[0]) if len(paths) == 1 else load_task_files([Path(p) for p in paths])
+    tasks = load_task_files(paths)
     if cfg.env_keys is not None:
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:
@@ -23,7 +21,7 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
     return tasks
 
 
-def split_tasks(
+def held_out_split(
     tasks: list[Task], ratio: float, seed: int, max_eval: int | None = None, max_per_env: int | None = None
 ) -> tuple[list[Task], list[Task]]:
     """(train, eval): ``ratio`` of the tasks, at least one and at most ``max_eval`` (and ``max_per_env`` of
@@ -86,4 +84,4 @@ def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
     tasks = select_tasks(cfg.env)
     if not cfg.eval.interval:
         return tasks, []
-    return split_tasks(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)
+    return held_out_split(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)

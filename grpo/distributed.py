@@ -12,13 +12,14 @@ on a laptop, under Tune with one worker, and on N CPU or GPU ranks.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from configkit import environ
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def init_ranks() -> Ranks:
     """
     if dist.is_available() and dist.is_initialized():
         return Ranks(dist.get_rank(), dist.get_world_size())
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = int(environ.WORLD_SIZE.get("1") or 1)
     if world <= 1:
         if on_gpu():
             device()
@@ -76,7 +77,7 @@ def on_gpu() -> bool:
 
 def device() -> torch.device:
     if on_gpu():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        local = int(environ.LOCAL_RANK.get("0") or 0)
         torch.cuda.set_device(local)
         return torch.device("cuda", local)
     return torch.device("cpu")

@@ -15,10 +15,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envs.client import EnvClient, EnvError
+from envs.backend import EnvBackend, EpisodeClient
+from envs.errors import EnvError
 from envs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
 from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
+from grpo.config import RolloutConfig
 from grpo.rollout import Completion, Generator, SamplingParams
 
 
@@ -29,6 +31,11 @@ class EpisodeLimits:
     max_sequence_length: int
     temperature: float
     max_input_length: int | None = None
+
+    @classmethod
+    def of(cls, rollout: RolloutConfig) -> EpisodeLimits:
+        """The limits a trial's ``rollout`` section sets (the same names)."""
+        return cls(rollout.max_turns, rollout.max_generate_length, rollout.max_sequence_length, rollout.temperature, rollout.max_input_length)
 
 
 @dataclass
@@ -105,7 +112,7 @@ class GenerationBatcher:
 
 
 async def _run_episode(
-    task: Task, group_id: int, order: int, client: EnvClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits
+    task: Task, group_id: int, order: int, client: EpisodeClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits
 ) -> Trajectory:
     traj = Trajectory(task.task_key, task.env_key, group_id)
     released = False
@@ -166,11 +173,26 @@ async def _act(traj: Trajectory, session, action: ToolCall | Malformed) -> str:
 
 
 async def run_episodes(
-    tasks: Sequence[Task], n_samples: int, clients: Mapping[str, EnvClient], generator: Generator, chat: ChatFormat, limits: EpisodeLimits
+    tasks: Sequence[Task], n_samples: int, clients: Mapping[str, EpisodeClient], generator: Generator, chat: ChatFormat, limits: EpisodeLimits,
+    group_ids: Sequence[int] | None = None,
 ) -> list[Trajectory]:
-    """``n_samples`` episodes of each task (task i is group i, each on its env_key's client), model turns
-    batched across all of them."""
+    """``n_samples`` episodes of each task, each on its env_key's client, model turns batched across all of
+    them. Task i's episodes form group ``group_ids[i]`` (default i): a group's one identity, which the
+    advantages and the metrics both group by."""
+    groups = list(group_ids) if group_ids is not None else list(range(len(tasks)))
+    if len(set(groups)) != len(tasks):
+        raise ValueError(f"{len(tasks)} tasks need as many distinct group ids, got {groups}")
     sampling = SamplingParams(limits.max_generate_length, limits.temperature)
     batcher = GenerationBatcher(generator, sampling, live=len(tasks) * n_samples)
-    jobs = [(task, group) for group, task in enumerate(tasks) for _ in range(n_samples)]
+    jobs = [(task, group) for group, task in zip(groups, tasks) for _ in range(n_samples)]
     return list(await asyncio.gather(*[_run_episode(task, group, i, clients[task.env_key], batcher, chat, limits) for i, (task, group) in enumerate(jobs)]))
+
+
+def collect(tasks: Sequence[Task], n_samples: int, backend: EnvBackend, generator: Generator, chat: ChatFormat, limits: EpisodeLimits,
+            group_ids: Sequence[int] | None = None) -> list[Trajectory]:
+    """``run_episodes`` in an event loop of its own, on the backend's clients for that loop."""
+
+    async def run() -> list[Trajectory]:
+        return await run_episodes(tasks, n_samples, backend.clients(), generator, chat, limits, group_ids)
+
+    return asyncio.run(run())

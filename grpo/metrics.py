@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean, pvariance
 
+from envs.outcomes import passed
+
 
 @dataclass(frozen=True)
 class SampleOutcome:
@@ -22,11 +24,6 @@ class SampleOutcome:
     group_id: int
     reward: float
     env_error: bool = False
-
-
-def pass_threshold(reward: float) -> bool:
-    """Binary rewards: an episode passes when its reward is at least 0.5."""
-    return reward >= 0.5
 
 
 def group_rewards(outcomes: Iterable[SampleOutcome]) -> dict[int, list[float]]:
@@ -57,7 +54,7 @@ def _reward_block(outcomes: list[SampleOutcome], prefix: str) -> dict[str, float
     groups = list(group_rewards(outcomes).values())
     rewards = [o.reward for o in valid]
     return {
-        f"{prefix}pass_at_1": fmean(pass_threshold(r) for r in rewards) if rewards else 0.0,
+        f"{prefix}pass_at_1": fmean(passed(r) for r in rewards) if rewards else 0.0,
         f"{prefix}raw_reward": fmean(rewards) if rewards else 0.0,
         f"{prefix}variance_per_prompt": variance_per_prompt(groups),
         f"{prefix}frac_zero_variance": frac_zero_variance(groups),
@@ -127,7 +124,7 @@ def eval_metrics(outcomes: Sequence[SampleOutcome], k: int) -> dict[str, float]:
     by_env: dict[str, list[tuple[int, int]]] = defaultdict(list)
     env_of = {o.group_id: o.env_key for o in outcomes}
     for group, rewards in group_rewards(outcomes).items():
-        by_env[env_of[group]].append((len(rewards), sum(pass_threshold(r) for r in rewards)))
+        by_env[env_of[group]].append((len(rewards), sum(passed(r) for r in rewards)))
     metrics: dict[str, float] = {}
     all_p1: list[float] = []
     for env_key, groups in sorted(by_env.items()):

@@ -36,7 +36,7 @@ def _fail(cfg: ModelConfig, what: str, exc: Exception) -> PretrainedLoadError:
     )
 
 
-def load_tokenizer(cfg: ModelConfig):
+def load_pretrained_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     try:

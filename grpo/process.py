@@ -12,6 +12,8 @@ import os
 import sys
 from typing import NoReturn
 
+from configkit import environ
+
 
 def resident_gib() -> float:
     """This process's resident memory in GiB (rank 0's in a sharded trial): memory that grows step after
@@ -39,7 +41,7 @@ def release_memory() -> None:
 
 def launched_rank() -> bool:
     """Whether this process is one rank of a group a launcher started (torchrun sets ``WORLD_SIZE``)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return int(environ.WORLD_SIZE.get("1") or 1) > 1
 
 
 def exit_rank_process(status: int) -> NoReturn:

@@ -60,7 +60,7 @@ def build_tokenizer(texts: Iterable[str]):
     return tokenizer
 
 
-def load_tokenizer(path: str):
+def load_tiny_tokenizer(path: str):
     """Reload a tokenizer saved by ``build_tokenizer`` (not AutoTokenizer: it would pick Qwen2Tokenizer)."""
     from transformers import PreTrainedTokenizerFast
 

@@ -15,6 +15,7 @@ import torch
 
 from grpo.algorithm import AGGREGATION_WEIGHTS, kl_estimator, loss_aggregation, masked_mean, ppo_clipped_loss, rescale_to_global
 from grpo.batching import TrainBatch
+from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, device, sum_across
 from grpo.policy import token_logprobs
 
@@ -33,6 +34,18 @@ class UpdateSettings:
     ppo_epochs: int = 1
     norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
     micro_batch_size: int | None = None  # sequences per forward/backward; None: a whole mini-batch
+
+    @classmethod
+    def of(cls, cfg: TrainerConfig) -> UpdateSettings:
+        """The update a trial's config asks for: its ``algorithm`` section, with the clip norm (``optim``),
+        the sampling temperature and sequence length (``rollout``) and the micro-batch (``model``)."""
+        a = cfg.algorithm
+        return cls(
+            clip_low=a.clip_eps_low, clip_high=a.clip_eps_high, kl_coef=a.kl_coef, mini_batches=a.mini_batches,
+            max_grad_norm=cfg.optim.max_grad_norm, temperature=cfg.rollout.temperature, kl_estimator=a.kl_estimator,
+            loss_agg=a.loss_agg, entropy_coef=a.entropy_coef, ppo_epochs=a.ppo_epochs, norm_length=cfg.rollout.max_sequence_length,
+            micro_batch_size=cfg.model.micro_batch_size,
+        )
 
 
 def policy_update(

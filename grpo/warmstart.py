@@ -27,6 +27,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from configkit import environ
 from envs.local import generated_tasks, get_app, tool_signatures
 from envs.protocol import DONE, ToolCall, format_call, format_result
 from envs.task import Task
@@ -101,7 +102,7 @@ def cache_key(cfg: ModelConfig, tasks: list[Task], seed: int) -> str:
 
 
 def cache_root(cfg: ModelConfig) -> Path:
-    return Path(cfg.cache_dir or os.environ.get("GRPO_SWEEP_CACHE") or Path.home() / ".cache" / "grpo-sweep")
+    return Path(cfg.cache_dir or environ.GRPO_SWEEP_CACHE.get() or Path.home() / ".cache" / "grpo-sweep")
 
 
 SHIPPED = Path(__file__).parent / "bases"

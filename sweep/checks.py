@@ -7,13 +7,13 @@ resources are this machine's unless the caller passes them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from configkit import environ
 from configkit.base import apply_overrides, describe_errors, dotted_keys
 from grpo.config import TrainerConfig
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
@@ -189,7 +189,7 @@ def cluster_resources() -> tuple[dict[str, float] | None, str]:
     Without a cluster there is nothing to check against: a space written for a GPU cluster must validate on
     a laptop, and ``sweep run`` checks the Ray it starts anyway.
     """
-    address = os.environ.get("RAY_ADDRESS")
+    address = environ.RAY_ADDRESS.get()
     if not address:
         return None, "nothing (set RAY_ADDRESS to check against a running Ray cluster)"
     import ray
@@ -253,10 +253,10 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
 
 def logging_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
     wandb = cfg.logging.wandb
-    if wandb.enabled and wandb.mode == "online" and not os.environ.get("WANDB_API_KEY") and not _netrc_has_wandb():
+    if wandb.enabled and wandb.mode == "online" and not environ.WANDB_API_KEY.is_set() and not _netrc_has_wandb():
         yield f"{source}: key 'logging.wandb.mode' = 'online' needs WANDB_API_KEY in the environment (or `wandb login`); or use mode: offline"
 
 
 def _netrc_has_wandb() -> bool:
-    netrc = Path(os.environ.get("NETRC", "~/.netrc")).expanduser()
+    netrc = Path(environ.NETRC.get("~/.netrc") or "~/.netrc").expanduser()
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")

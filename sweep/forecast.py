@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean
 
+from envs.outcomes import passed
+
 SATURATED = 0.9  # mean success above this: the base policy already solves the env
 FAILING = 0.05  # mean success below this: almost never solved, almost no signal
 
@@ -183,19 +185,19 @@ def probe(cfg, k: int) -> list[ProbeResult]:
     """
     import torch
 
-    from envs.local.launch import EnvServerPool
+    from grpo.build import build_models, open_environments
     from grpo.data import trial_tasks
-    from grpo.trainer import build_models, collect, episode_limits
+    from grpo.episodes import EpisodeLimits, collect
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     tasks, _ = trial_tasks(cfg)
     models = build_models(cfg, tasks)
     torch.manual_seed(cfg.seed)
-    with EnvServerPool(sorted({t.env_key for t in tasks})) as urls:
-        trajectories = collect(tasks, cfg, urls, models.generator, models.chat, episode_limits(cfg), n_samples=k)
+    with open_environments(cfg, tasks) as envs:
+        trajectories = collect(tasks, k, envs, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
     counts: dict[int, list[float]] = defaultdict(list)
     for t in trajectories:
         if not t.env_error:
             counts[t.group_id].append(t.reward)
-    return [ProbeResult(task.task_key, task.env_key, sum(r >= 0.5 for r in counts[i]), len(counts[i])) for i, task in enumerate(tasks) if counts[i]]
+    return [ProbeResult(task.task_key, task.env_key, sum(passed(r) for r in counts[i]), len(counts[i])) for i, task in enumerate(tasks) if counts[i]]

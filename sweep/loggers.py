@@ -8,7 +8,6 @@ trial's folder (tensorboardX).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
 from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 
+from configkit import environ
 from sweep.config import SweepConfig
 
 SECRET = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
@@ -45,7 +45,7 @@ class SweepWandb(WandbLoggerCallback):
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         if self._offline():
-            os.environ["WANDB_MODE"] = self.kwargs["mode"]
+            environ.WANDB_MODE.set(self.kwargs["mode"])
         super().setup(*args, **kwargs)
 
     def _offline(self) -> bool:
@@ -53,12 +53,12 @@ class SweepWandb(WandbLoggerCallback):
 
     def _start_logging_actor(self, trial, exclude_results: list[str], **wandb_init_kwargs: Any) -> None:
         """Offline runs need no key: keep it out of the actor's runtime_env (which Ray records) altogether."""
-        key = os.environ.pop("WANDB_API_KEY", None) if self._offline() else None
+        key = environ.WANDB_API_KEY.pop() if self._offline() else None
         try:
             super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)
         finally:
             if key is not None:
-                os.environ["WANDB_API_KEY"] = key
+                environ.WANDB_API_KEY.set(key)
 
 
 class NoTensorBoard(TBXLoggerCallback):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -20,9 +19,10 @@ from typing import Any
 
 from ray.tune import Callback
 
+from configkit import environ
 from sweep.stoppers import VARIANCE, no_signal
 
-WEBHOOK_ENV = "GRPO_SWEEP_SLACK_WEBHOOK"
+WEBHOOK_ENV = environ.GRPO_SWEEP_SLACK_WEBHOOK.name
 MAX_FAILURES = 3
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class SweepNotifier(Callback):
         self.variances: dict[str, list[float]] = defaultdict(list)
 
     def send(self, text: str) -> None:
-        url = os.environ.get(self.webhook_env, "").strip()
+        url = (environ.Variable(self.webhook_env, "a test's own webhook").get("") if self.webhook_env != WEBHOOK_ENV else environ.GRPO_SWEEP_SLACK_WEBHOOK.get("")).strip()
         if not url or self.failures >= MAX_FAILURES:
             return
         self.failures = 0 if post(url, text, self.timeout_s) else self.failures + 1
@@ -127,7 +127,7 @@ class SweepNotifier(Callback):
 
 def notifiers(cfg) -> list[Callback]:
     """``[SweepNotifier]`` when ``GRPO_SWEEP_SLACK_WEBHOOK`` is set, else ``[]`` (for the tuner's callbacks)."""
-    if not os.environ.get(WEBHOOK_ENV, "").strip():
+    if not environ.GRPO_SWEEP_SLACK_WEBHOOK.is_set():
         return []
     return [SweepNotifier(cfg.name, results_location(cfg.storage, cfg.name), cfg.search.metric,
                           cfg.search.mode, cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())]

@@ -9,8 +9,7 @@ least 10 s); the Optuna searcher copies its study to storage each time Tune save
 
 from __future__ import annotations
 
-import os
-
+from configkit import environ
 from configkit.base import ConfigError
 from sweep.config import SweepConfig
 from sweep.loader import parse_sweep
@@ -64,4 +63,4 @@ def load_config(store: Storage, name: str) -> SweepConfig:
 def snapshot_often() -> None:
     """Tune's experiment snapshots every second (unless the user chose a period): a trial restored after the
     driver died resumes from the checkpoint the last snapshot recorded, so a stale snapshot costs steps."""
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", SNAPSHOT_PERIOD_S)
+    environ.TUNE_GLOBAL_CHECKPOINT_S.set_default(SNAPSHOT_PERIOD_S)

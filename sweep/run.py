@@ -5,13 +5,13 @@ Imports Ray and Tune only when called, so the CLI module stays light.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from configkit import environ
 from configkit.base import ConfigError
 from sweep.config import SweepConfig
 from sweep.storage import Storage, open_storage
@@ -100,10 +100,10 @@ def prepare_environment() -> None:
     """Settings every trial inherits (Ray workers copy the driver's environment)."""
     from sweep.resume import snapshot_often
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if os.environ.get("GRPO_SWEEP_CACHE"):  # trials run in their own directories
-        os.environ["GRPO_SWEEP_CACHE"] = str(Path(os.environ["GRPO_SWEEP_CACHE"]).expanduser().resolve())
+    environ.TOKENIZERS_PARALLELISM.set_default("false")
+    environ.HF_HUB_OFFLINE.set_default("1")
+    if environ.GRPO_SWEEP_CACHE.is_set():  # trials run in their own directories
+        environ.GRPO_SWEEP_CACHE.set(str(Path(environ.GRPO_SWEEP_CACHE.get() or "").expanduser().resolve()))
     snapshot_often()
 
 

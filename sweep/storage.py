@@ -16,7 +16,6 @@ Leaves out: other schemes (gs://, hdfs://) which pyarrow could serve but nothing
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
+from configkit import environ
 from configkit.base import ConfigError
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
@@ -111,14 +111,14 @@ def open_storage(uri: str) -> Storage:
 def _s3_options(query: dict[str, str]) -> dict[str, str]:
     """Endpoint, scheme and region from the URI's query, else from AWS_ENDPOINT_URL / AWS_REGION / AWS_DEFAULT_REGION."""
     options: dict[str, str] = {}
-    endpoint = query.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL", "")
+    endpoint = query.get("endpoint_override") or environ.AWS_ENDPOINT_URL.get("")
     if "://" in endpoint:
         options["scheme"], endpoint = endpoint.split("://", 1)
     if endpoint:
         options["endpoint_override"] = endpoint.rstrip("/")
     if query.get("scheme"):
         options["scheme"] = query["scheme"]
-    region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = query.get("region") or environ.AWS_REGION.get() or environ.AWS_DEFAULT_REGION.get()
     if region:
         options["region"] = region
     return options

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from configkit import environ
 from configkit.base import apply_overrides, validate
 from grpo.config import TrainerConfig
 from grpo.process import release_memory
@@ -68,7 +69,7 @@ def run_trial(
     # a CPU trial's process may have run a trial before (sweep.tuner.reuse_processes): hand its memory back
     # here, not in that trial's finally, where the SystemExit Tune stops it with still holds train()'s frame
     release_memory()
-    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "120")  # a reused process waits for a stopped trial's step to end
+    environ.TUNE_FUNCTION_THREAD_TIMEOUT_S.set_default("120")  # a reused process waits for a stopped trial's step to end
     context = tune.get_context()
     if workers > 1:
         return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)

@@ -62,6 +62,6 @@ def tiny_base(tasks, private_cache):
 @pytest.fixture(scope="session")
 def chat(tiny_base):
     from grpo.chat import ChatFormat
-    from grpo.tiny import load_tokenizer
+    from grpo.tiny import load_tiny_tokenizer
 
-    return ChatFormat(load_tokenizer(tiny_base))
+    return ChatFormat(load_tiny_tokenizer(tiny_base))

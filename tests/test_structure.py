@@ -97,3 +97,20 @@ def test_the_guard_sees_function_level_imports(tmp_path):
     path.write_text("def f():\n    from sweep.checks import meaning_problems\n    import grpo.config\n")
     modules = _modules()
     assert _imports("sweep.config", path, modules) == {"sweep.checks", "grpo.config"}
+
+
+def test_environment_variables_are_named_in_one_module():
+    """``configkit.environ`` names every variable the project sets or reads; nothing else touches ``os.environ``."""
+    from configkit import environ
+
+    touching = sorted(
+        str(path.relative_to(ROOT))
+        for package in FLOORS
+        for path in (ROOT / package).rglob("*.py")
+        if path != ROOT / "configkit" / "environ.py" and any(word in path.read_text() for word in ("os.environ", "os.getenv", "putenv"))
+    )
+    assert not touching, touching
+    names = [variable.name for variable in environ.ALL]
+    assert len(names) == len(set(names)) and all(variable.why for variable in environ.ALL)
+    assert {"GRPO_SWEEP_CACHE", "HF_HUB_OFFLINE", "TUNE_FUNCTION_THREAD_TIMEOUT_S", "TUNE_GLOBAL_CHECKPOINT_S", "GRPO_ENV_TRACING",
+            "LOCAL_RANK", "WANDB_API_KEY"} <= set(names)

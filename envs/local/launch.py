@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+from configkit import environ
+
 READY_TIMEOUT_S = 60.0
 _ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -31,7 +33,7 @@ class LocalEnvServer:
 
     def launch(self) -> LocalEnvServer:
         """Start the process without waiting for it (a pool starts all its servers, then waits)."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
+        env = environ.child_environment(PYTHONPATH=os.pathsep.join(filter(None, [_ROOT, environ.PYTHONPATH.get()])))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "envs.local.server", "--app", self.env_key, "--parent-pid", str(os.getpid())],
             stdout=subprocess.PIPE,

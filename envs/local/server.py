@@ -25,6 +25,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from configkit import environ
 from envs.lifeline import exit_with_parent
 
 EPISODE_HEADER = "x-episode-id"
@@ -70,7 +71,7 @@ def build_app(app: ModuleType):
     server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
     for name, fn in app.TOOLS.items():
         server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
-    if os.environ.get("GRPO_ENV_TRACING") != "1":  # a span per call costs CPU; local servers export none
+    if environ.GRPO_ENV_TRACING.get() != "1":  # a span per call costs CPU; local servers export none
         server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
 
     @server.custom_route("/episodes", methods=["POST"])

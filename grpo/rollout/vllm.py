@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from configkit import environ
+from grpo.config import TrainerConfig
 from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
 
@@ -44,6 +46,25 @@ class EngineSettings:
     weight_bucket_mb: int = 512
     seed: int = 0
     hf_overrides: dict[str, Any] | None = None
+
+
+def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSettings:
+    """The engine a trial's rank runs, from ``rollout.vllm`` and the trial's limits (seeded per rank)."""
+    from grpo.pretrained import vllm_hf_overrides
+
+    v, r = cfg.rollout.vllm, cfg.rollout
+    return EngineSettings(
+        model_dir=model_dir,
+        max_model_len=r.max_input_length + r.max_generate_length,
+        gpu_memory_utilization=v.gpu_memory_utilization,
+        dtype="bfloat16" if cfg.model.dtype == "bfloat16" else "float32",
+        enforce_eager=v.enforce_eager,
+        max_num_seqs=v.max_num_seqs,
+        sleep_level=v.sleep_level,
+        weight_bucket_mb=v.weight_bucket_mb,
+        seed=cfg.seed + rank,
+        hf_overrides=vllm_hf_overrides(cfg.model, model_dir),
+    )
 
 
 def engine_visible_devices(local_rank: int, visible: str | None, ray_gpus: list[str] | None = None) -> str:
@@ -68,15 +89,8 @@ def engine_visible_devices(local_rank: int, visible: str | None, ray_gpus: list[
 @contextlib.contextmanager
 def visible_devices(value: str) -> Iterator[None]:
     """Set ``CUDA_VISIBLE_DEVICES`` while the engine process is started (it inherits it), then restore it."""
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = value
-    try:
+    with environ.CUDA_VISIBLE_DEVICES.temporarily(value):
         yield
-    finally:
-        if old is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
 def weight_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int) -> Iterator[list[tuple[str, Any]]]:
@@ -123,11 +137,11 @@ class VLLMGenerator:
                 f"rollout.backend='vllm' needs vLLM on the GPU machine ({exc}); install it there (`pip install vllm`), "
                 "or set rollout.backend='hf'"
             ) from None
-        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc with our load function
+        environ.VLLM_ALLOW_INSECURE_SERIALIZATION.set_default("1")  # collective_rpc with our load function
         self.settings = settings
         self.stop_id = stop_id
         self.asleep = False
-        with visible_devices(engine_visible_devices(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"), ray_gpu_ids())):
+        with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
             self.llm = LLM(
                 model=settings.model_dir,
                 skip_tokenizer_init=True,

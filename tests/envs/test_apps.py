@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from envs.check import load_task_files, shipped_task_files
+from envs.check import shipped_task_files
 from envs.local import GENERATORS, appkit, get_app, github, outlook, ticketmaster, zillow
 from envs.local.appkit import AppError
+from envs.task import load_task_files
 
 ALICE = {"CURRENT_DATE": "2026-03-01", "LOGGED_IN_USER": "alice", "LOGGED_IN_NAME": "Alice Martin"}
 NEW_APPS = ["github", "outlook", "ticketmaster", "zillow"]

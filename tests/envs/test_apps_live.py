@@ -8,13 +8,13 @@ import uuid
 
 import pytest
 
-from envs.check import load_task_files, shipped_task_files
+from envs.check import shipped_task_files
 from envs.client import EnvClient
 from envs.local import APPS, get_app
 from envs.local.launch import LocalEnvServer
 from envs.local.server import EPISODE_HEADER
 from envs.protocol import format_result
-from envs.task import Task
+from envs.task import Task, load_task_files
 
 pytestmark = pytest.mark.slow
 SAMPLE_PER_ENV = 12

@@ -9,6 +9,7 @@ import torch
 
 from grpo.algorithm import (
     AGGREGATION_WEIGHTS,
+    advantages_by_group,
     group_advantages,
     kl_estimator,
     kl_k1,
@@ -157,3 +158,25 @@ def test_unknown_variant_names_list_the_valid_ones():
         kl_estimator("k4")
     with pytest.raises(ValueError, match="token-mean, seq-mean-token-mean, seq-mean-token-sum-norm"):
         loss_aggregation("sum")
+
+
+def test_advantages_by_group_follow_the_group_id_not_the_position():
+    """A group is its id: shuffled episodes, unequal groups and env errors get the advantages by hand."""
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0])
+    groups = torch.tensor([7, 7, 3, 3, 3])  # group 7: {1, 0}; group 3: {1, 1, 0} with the last one an env error
+    valid = torch.tensor([True, True, True, True, False])
+    by_hand = torch.tensor([1.0, -1.0, 0.0, 0.0, 0.0]) / (1 + 1e-6)  # group 7: mean 0.5, std 0.5; group 3: no signal
+    got = advantages_by_group(rewards, groups, valid)
+    assert torch.allclose(got, by_hand)
+    for seed in range(5):
+        order = torch.randperm(5, generator=torch.Generator().manual_seed(seed))
+        assert torch.equal(advantages_by_group(rewards[order], groups[order], valid[order]), got[order])
+
+
+def test_advantages_by_group_equal_the_table_form_exactly():
+    """Consecutive groups of n, as the trainer lays them out: bit for bit what the (G, n) form gives."""
+    gen = torch.Generator().manual_seed(0)
+    rewards = torch.randint(0, 2, (6, 4), generator=gen).float()
+    valid = torch.rand(6, 4, generator=gen) > 0.2
+    flat = advantages_by_group(rewards.flatten(), torch.arange(24) // 4, valid.flatten())
+    assert torch.equal(flat, group_advantages(rewards, valid).flatten())

@@ -13,7 +13,7 @@ import pytest
 from configkit.base import ConfigError, validate
 from envs.task import Task
 from grpo.config import ModelConfig, TrainerConfig
-from grpo.data import split_tasks
+from grpo.data import held_out_split
 
 ROOT = Path(__file__).resolve().parents[2]
 H100_SPACE = ROOT / "sweep" / "search_spaces" / "qwen3_8b_h100.yaml"
@@ -72,13 +72,13 @@ def _task(key: str, env_key: str) -> Task:
 
 def test_eval_cap_per_env():
     tasks = [_task(f"big{i}", "big") for i in range(40)] + [_task(f"small{i}", "small") for i in range(8)]
-    train, held = split_tasks(tasks, 0.5, seed=1, max_per_env=3)
+    train, held = held_out_split(tasks, 0.5, seed=1, max_per_env=3)
     per_env = {env: sum(t.env_key == env for t in held) for env in ("big", "small")}
     assert per_env == {"big": 3, "small": 3}
     assert not {t.task_key for t in train} & {t.task_key for t in held} and len(train) + len(held) == len(tasks)
-    assert [t.task_key for t in split_tasks(tasks, 0.5, seed=1, max_per_env=3)[1]] == [t.task_key for t in held]
+    assert [t.task_key for t in held_out_split(tasks, 0.5, seed=1, max_per_env=3)[1]] == [t.task_key for t in held]
     # without the cap nothing changes: the same split as before the key existed
-    assert len(split_tasks(tasks, 0.25, seed=1)[1]) == 12
+    assert len(held_out_split(tasks, 0.25, seed=1)[1]) == 12
 
 
 def test_trial_tasks_apply_the_per_env_cap(tasks):
