@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -33,6 +32,7 @@ from envs.protocol import DONE, ToolCall, format_call, format_result
 from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
+from grpo.schedule import lr_multiplier
 
 log = logging.getLogger(__name__)
 BUILD_VERSION = "5"  # bump when the tokenizer, the model or the warm-start recipe changes
@@ -174,6 +174,12 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
     tmp.rename(target)
 
 
+def warmstart_lr_multiplier(i: int, steps: int, warmup: int) -> float:
+    """The warm-start's LR at its 0-based optimizer step ``i`` of ``steps``: ``grpo.schedule``'s cosine to a
+    tenth, its last point one step past the end (the shipped bases were built with exactly these values)."""
+    return lr_multiplier(i + 1, steps + 1, warmup, "cosine", 0.1)
+
+
 def supervised_train(
     model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int
 ) -> dict[str, Any]:
@@ -188,9 +194,7 @@ def supervised_train(
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: (i + 1) / warmup if i < warmup else 0.55 + 0.45 * math.cos(math.pi * (i - warmup) / max(1, steps - warmup))
-    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: warmstart_lr_multiplier(i, steps, warmup))
     model.train()
     losses: list[float] = []
     started = time.perf_counter()

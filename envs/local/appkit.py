@@ -4,8 +4,8 @@ and the declarative ``changes`` verifier that compares an episode's final state 
 An app's state is a JSON-able dict: ``user`` and ``today`` from the task's ``env_variables``, a
 ``counters`` dict for new ids, and named collections ``{id: record}``. Records are never deleted (a
 status field changes instead), so a verifier can say exactly which records were created or updated and
-require that nothing else changed. Leaves out: the hotel app, which predates this kit and keeps its own
-code (its task set and behaviour are frozen for the demo).
+require that nothing else changed. The hotel app keeps its own state shape and verifiers (its task set,
+tools and results are frozen: the shipped base policies were built on them) and uses the rest of the kit.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def new_id(state: State, collection: str) -> int:
 
 
 def parse_date(value: Any, field: str) -> date:
+    """An ISO date string; anything else (a number too) is the error the agent sees."""
     try:
-        return date.fromisoformat(str(value))
-    except ValueError:
+        return date.fromisoformat(value)
+    except (TypeError, ValueError):
         raise AppError(f"invalid {field} {value!r}: use YYYY-MM-DD") from None
 
 
@@ -199,10 +200,12 @@ class AppInterface(NamedTuple):
 
 
 def app_interface(env_key: str, tools: dict[str, Callable[..., Any]], initial_state: Callable[..., State], collections: Iterable[str],
-                  ignored: frozenset[str] = frozenset()) -> AppInterface:
-    """The declarative ``changes`` verifier over ``collections`` and the in-process entry points of one app."""
+                  ignored: frozenset[str] = frozenset(), verifiers: dict[str, Callable[..., float]] | None = None) -> AppInterface:
+    """The declarative ``changes`` verifier over ``collections`` (none without collections), the app's own
+    ``verifiers`` by type, and the in-process entry points of one app."""
     collections = tuple(collections)
-    verifiers = {"changes": functools.partial(verify_changes, collections=collections, ignored=ignored)}
+    changes = {"changes": functools.partial(verify_changes, collections=collections, ignored=ignored)} if collections else {}
+    verifiers = {**changes, **(verifiers or {})}
     return AppInterface(
         verifiers,
         functools.partial(call, tools),

@@ -1,7 +1,7 @@
 """Write the task files of the local apps built on ``taskkit``: ``python -m envs.local.generate``.
 
-Leaves out hotel: its task set (``envs/data/hotel.jsonl``) is frozen for the demo and the trainer tests,
-and ``python -m envs.local.hotel_tasks`` still writes it on its own.
+Leaves out hotel: its task set (``envs/data/hotel.jsonl``) is frozen (the shipped base policies were built
+on it), and ``python -m envs.local.hotel_tasks`` still writes it on its own.
 """
 
 from __future__ import annotations

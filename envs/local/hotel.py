@@ -1,14 +1,17 @@
 """Hotel booking app: state, tools and verifiers as plain functions over a JSON-able state dict.
 
 The MCP server (``envs.local.server``) exposes the tools; reference solutions and tests call them
-directly. Tools raise ``AppError`` with a message the agent sees. Dates are ISO ``YYYY-MM-DD``.
+directly. Tools raise the kit's ``AppError`` with a message the agent sees (``envs.local.appkit``, whose
+``call``, ``verify`` and ``replay`` it uses). Its state shape, tools, results and verifiers are frozen:
+the shipped base policies were built on them. Dates are ISO ``YYYY-MM-DD``.
 """
 
 from __future__ import annotations
 
-import copy
 from datetime import date
 from typing import Any
+
+from envs.local.appkit import AppError, app_interface, parse_date
 
 ENV_KEY = "hotel"
 ENV_VERSION = "1"
@@ -30,10 +33,6 @@ CATALOGUE: list[dict[str, Any]] = [
 MAX_NIGHTS = 14
 
 
-class AppError(Exception):
-    """A tool error the agent is shown (not found, permission denied, invalid argument)."""
-
-
 def initial_state(env_variables: dict[str, str], seed: dict[str, Any] | None = None) -> dict[str, Any]:
     """A fresh state for one episode: the catalogue, the user, today, and any seeded bookings."""
     seed = seed or {}
@@ -45,13 +44,6 @@ def initial_state(env_variables: dict[str, str], seed: dict[str, Any] | None = N
         "bookings": bookings,
         "next_booking": int(seed.get("next_booking", 100)),
     }
-
-
-def _parse_date(value: str, field: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise AppError(f"invalid {field} {value!r}: use YYYY-MM-DD") from None
 
 
 def search_hotels(state: dict[str, Any], city: str) -> list[dict[str, Any]]:
@@ -66,7 +58,7 @@ def book_hotel(state: dict[str, Any], hotel_id: str, check_in: str, nights: int)
     """Book a hotel for the logged-in user."""
     if hotel_id not in state["hotels"]:
         raise AppError(f"hotel {hotel_id} not found")
-    day = _parse_date(check_in, "check_in")
+    day = parse_date(check_in, "check_in")
     if day < date.fromisoformat(state["today"]):
         raise AppError(f"check_in {check_in} is in the past")
     if not 1 <= int(nights) <= MAX_NIGHTS:
@@ -108,16 +100,6 @@ def cancel_booking(state: dict[str, Any], booking_id: str) -> dict[str, Any]:
 TOOLS = {f.__name__: f for f in (search_hotels, book_hotel, list_bookings, cancel_booking)}
 
 
-def call(state: dict[str, Any], name: str, arguments: dict[str, Any]) -> Any:
-    """Run a tool in-process (reference replay and tests); raises AppError like the server would."""
-    if name not in TOOLS:
-        raise AppError(f"unknown tool {name}")
-    try:
-        return TOOLS[name](state, **arguments)
-    except TypeError as exc:
-        raise AppError(f"bad arguments for {name}: {exc}") from None
-
-
 # --- verifiers: read the final state, return a reward in [0, 1] -------------------------------------
 
 
@@ -146,25 +128,6 @@ def verify_booking_cancelled(final: dict[str, Any], start: dict[str, Any], spec:
     return 1.0
 
 
-VERIFIERS = {"booking_made": verify_booking_made, "booking_cancelled": verify_booking_cancelled}
-
-
-def verify(final: dict[str, Any], start: dict[str, Any], spec: dict[str, Any]) -> float:
-    """Run the verifier named by ``spec['type']``; an unknown type lists the known ones."""
-    kind = spec.get("type")
-    if kind not in VERIFIERS:
-        raise ValueError(f"unknown hotel verifier {kind!r} (known: {', '.join(sorted(VERIFIERS))})")
-    return VERIFIERS[kind](final, start, spec)
-
-
-def replay(env_variables: dict[str, str], seed: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]):
-    """Run calls in-process from a fresh state; returns (start, final, results) with errors as strings."""
-    state = initial_state(env_variables, seed)
-    start = copy.deepcopy(state)
-    results: list[Any] = []
-    for name, arguments in calls:
-        try:
-            results.append(call(state, name, arguments))
-        except AppError as exc:
-            results.append(f"error: {exc}")
-    return start, state, results
+VERIFIERS, call, verify, replay = app_interface(
+    ENV_KEY, TOOLS, initial_state, (), verifiers={"booking_made": verify_booking_made, "booking_cancelled": verify_booking_cancelled}
+)

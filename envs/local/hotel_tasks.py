@@ -5,28 +5,19 @@ Six families of graded difficulty: book a named hotel id on a date (1 call), boo
 in a city (search, then book), book a hotel by name (search, then book), cancel "my booking at" a hotel
 (list, then cancel). Every reference solution is replayed in-process and must pass its verifier.
 
-Regenerate with ``python -m envs.local.hotel_tasks``.
+Regenerate with ``python -m envs.local.hotel_tasks`` (or ``python -m envs.local.generate``).
 """
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
-from envs.local import hotel
+from envs.local import hotel, taskkit
 
-OUTPUT = Path(__file__).resolve().parents[1] / "data" / "hotel.jsonl"
 USERS = [("alice", "Alice Martin"), ("bob", "Bob Chen"), ("carol", "Carol Diaz"), ("dan", "Dan Okafor")]
 PER_FAMILY = 12
-
-
-def _env_variables(rng: random.Random) -> dict[str, str]:
-    user, name = rng.choice(USERS)
-    today = date(2026, 1, 5) + timedelta(days=rng.randrange(0, 150))
-    return {"CURRENT_DATE": today.isoformat(), "LOGGED_IN_USER": user, "LOGGED_IN_NAME": name}
 
 
 def _future(env_variables: dict[str, str], rng: random.Random) -> str:
@@ -131,36 +122,9 @@ FAMILIES = {
 
 
 def generate(seed: int = 0) -> list[dict[str, Any]]:
-    """All task records, each checked by replaying its solution against its verifier."""
-    rng = random.Random(seed)
-    records = []
-    for family, build in FAMILIES.items():
-        for i in range(PER_FAMILY):
-            ev = _env_variables(rng)
-            body = build(rng, ev)
-            record = {
-                "task_key": f"hotel-{family}-{i:02d}",
-                "prompt": body["prompt"],
-                "env_key": hotel.ENV_KEY,
-                "env_version": hotel.ENV_VERSION,
-                "env_variables": ev,
-                "initial_state": body.get("initial_state", {}),
-                "verifier": body["verifier"],
-                "solution": body["solution"],
-                "difficulty": len(body["solution"]),
-            }
-            start, final, _ = hotel.replay(ev, record["initial_state"], [(c["name"], c["arguments"]) for c in record["solution"]])
-            if hotel.verify(final, start, record["verifier"]) != 1.0:
-                raise AssertionError(f"reference solution of {record['task_key']} fails its verifier")
-            records.append(record)
-    return records
-
-
-def write(path: Path = OUTPUT, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in generate(seed)))
-    return path
+    """All task records, each checked by replaying its solution against its verifier (seeded as the set always was)."""
+    return taskkit.generate(hotel, FAMILIES, PER_FAMILY, seed, users=[user for user, _ in USERS], rng_seed=seed)
 
 
 if __name__ == "__main__":
-    print(f"wrote {write()}")
+    print(f"wrote {taskkit.write(hotel, generate())}")

@@ -43,13 +43,18 @@ def step(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def generate(app: ModuleType, families: dict[str, Family], per_family: int, seed: int = 0) -> list[dict[str, Any]]:
-    """All task records of an app, each checked by replaying its solution against its verifier."""
-    rng = random.Random(f"{app.ENV_KEY}-{seed}")
+def generate(app: ModuleType, families: dict[str, Family], per_family: int, seed: int = 0, users: list[str] | None = None,
+             rng_seed: Any = None) -> list[dict[str, Any]]:
+    """All task records of an app, each checked by replaying its solution against its verifier.
+
+    ``users``: who may be logged in (default every known user); ``rng_seed``: the generator's own seed
+    (default ``"{env_key}-{seed}"``; the hotel set, older than this kit, seeds with ``seed`` itself).
+    """
+    rng = random.Random(f"{app.ENV_KEY}-{seed}" if rng_seed is None else rng_seed)
     records = []
     for family, build in families.items():
         for i in range(per_family):
-            ev = env_variables(rng)
+            ev = env_variables(rng, users)
             body = build(rng, ev)
             record = {
                 "task_key": f"{app.ENV_KEY}-{family}-{i:02d}",
