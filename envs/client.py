@@ -36,7 +36,8 @@ from typing import Any
 
 from envs.errors import EnvError, VerifierError
 from envs.local.server import EPISODE_HEADER
-from envs.rpc import RpcError, ToolCaller, result_text
+from envs.outcomes import Failure
+from envs.rpc import RpcError, ToolCaller, failure_kind, result_text
 from envs.task import Task
 from envs.verify import score_async
 
@@ -69,6 +70,7 @@ class ToolSpec:
 class ToolResult:
     text: str
     is_error: bool
+    failure: str | None = None  # an error's kind (envs.outcomes.Failure), as the environment named it
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class EpisodeSession:
         if self._state.final is not None:
             raise RuntimeError(f"episode {self.episode_id} was scored: its state is freed, no more tool calls")
         if name not in self._tool_names:
-            return ToolResult(f"error: unknown tool {name}", True)
+            return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)
         self._client.stats.tool_calls += 1
         try:
             async with self._client.limit:
@@ -167,7 +169,7 @@ class EpisodeSession:
                 raise EnvError(f"tool call {name} timed out after {self._client.call_timeout_s:g}s ({describe(exc)})") from exc
             raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
         text = "".join(getattr(block, "text", "") for block in result.content)
-        return ToolResult(text, bool(result.is_error))
+        return ToolResult(text, bool(result.is_error), failure_kind(result.meta, bool(result.is_error)))
 
     async def final_state(self) -> dict[str, Any]:
         """The episode's state on the server now (after ``score``: the state it scored)."""

@@ -31,6 +31,7 @@ from typing import Any
 from configkit import environ
 from configkit.base import ConfigError
 from envs.errors import EnvError
+from envs.outcomes import Failure
 from envs.task import Task
 
 KEY_VARIABLE = environ.FLEET_API_KEY.name
@@ -124,15 +125,16 @@ class FleetSession:
         from envs.client import ToolResult
 
         if name not in self._names:
-            return ToolResult(f"error: unknown tool {name}", True)
+            return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)
         if self._reward is not None:
-            return ToolResult("error: the environment ended the episode (max steps)", True)
+            return ToolResult("error: the environment ended the episode (max steps)", True, Failure.TOOL_ERROR)
         observation, reward, done, info = await self._step({"tool": name, "params": arguments, "done": False})
         if done:
             self._reward = float(reward)
         result = observation.get("observation")
         text = result if isinstance(result, str) else json.dumps(result, separators=(", ", ": "))
-        return ToolResult(str(info.get("tool_error")) if info.get("tool_error") else text, bool(info.get("tool_error")))
+        failed = bool(info.get("tool_error"))  # FleetTaskEnv names no kind: a tool error is all it says
+        return ToolResult(str(info.get("tool_error")) if failed else text, failed, Failure.TOOL_ERROR if failed else None)
 
     async def score(self) -> float:
         """The task verifier's reward: ending the episode makes Fleet run it."""

@@ -16,6 +16,8 @@ import itertools
 import json
 from typing import Any
 
+from envs.outcomes import FAILURE_META, Failure
+
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_INFO = {"name": "grpo-sweep", "version": "1"}
 
@@ -84,7 +86,16 @@ def _from_sse(text: str, request_id: int) -> dict[str, Any]:
     raise RpcError("the event stream ended without a response")
 
 
-def result_text(result: dict[str, Any]) -> tuple[str, bool]:
-    """The text blocks of a ``CallToolResult`` joined, and its ``isError`` flag."""
+def result_text(result: dict[str, Any]) -> tuple[str, bool, str | None]:
+    """The text blocks of a ``CallToolResult`` joined, its ``isError`` flag and, for an error, its failure kind."""
     text = "".join(block.get("text", "") for block in result.get("content", []) if isinstance(block, dict))
-    return text, bool(result.get("isError", False))
+    failed = bool(result.get("isError", False))
+    return text, failed, failure_kind(result.get("_meta"), failed)
+
+
+def failure_kind(meta: Any, failed: bool) -> str | None:
+    """A tool error's kind as the server wrote it in ``_meta``; ``tool_error`` when it wrote none."""
+    if not failed:
+        return None
+    kind = meta.get(FAILURE_META) if isinstance(meta, dict) else None
+    return kind if kind in Failure.ALL else Failure.TOOL_ERROR

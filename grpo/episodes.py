@@ -11,17 +11,21 @@ tool result. A failure of the environment marks the episode ``env_error`` (left 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envs.backend import EnvBackend, EpisodeClient
 from envs.errors import EnvError
+from envs.outcomes import Failure
 from envs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
 from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
 from grpo.rollout import Completion, Generator, SamplingParams
+
+FAILURE_TEXT = 200  # characters of a failed turn's text kept in its trajectory
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,15 @@ class EpisodeLimits:
     def of(cls, rollout: RolloutConfig) -> EpisodeLimits:
         """The limits a trial's ``rollout`` section sets (the same names)."""
         return cls(rollout.max_turns, rollout.max_generate_length, rollout.max_sequence_length, rollout.temperature, rollout.max_input_length)
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """A turn that failed, named where it failed (``envs.outcomes.Failure``), with what the agent was shown."""
+
+    kind: str
+    turn: int
+    text: str
 
 
 @dataclass
@@ -57,6 +70,8 @@ class Trajectory:
     env_error: bool = False
     overlong: bool = False
     error: str = ""
+    failures: list[TurnFailure] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)  # each tool call as canonical JSON, in order
 
     def append(self, ids: Sequence[int], own: bool, logprobs: Sequence[float] | None = None) -> None:
         self.token_ids.extend(ids)
@@ -154,21 +169,29 @@ async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatch
         if isinstance(action, Done):
             traj.stop_reason = "done"
             return
-        text = await _act(traj, session, action)
+        text = await _act(traj, session, action, turn)
         if turn + 1 < limits.max_turns:  # after the last turn the call still acts, but no model reads its result
             traj.append(chat.tool_turn_ids(text), own=False)
     traj.stop_reason = "max_turns"
 
 
-async def _act(traj: Trajectory, session, action: ToolCall | Malformed) -> str:
-    """Run a tool call (or explain a malformed answer); returns the text the agent is shown."""
+async def _act(traj: Trajectory, session, action: ToolCall | Malformed, turn: int) -> str:
+    """Run a tool call (or explain a malformed answer); returns the text the agent is shown. A failed turn
+    is recorded with its kind, and so is a call this episode already made."""
     if isinstance(action, ToolCall):
         traj.tool_calls += 1
+        call = json.dumps({"name": action.name, "arguments": action.arguments}, sort_keys=True)
+        if call in traj.calls:
+            shown = json.dumps({"name": action.name, "arguments": action.arguments})
+            traj.failures.append(TurnFailure(Failure.REPEATED_CALL, turn, shown[:FAILURE_TEXT]))
+        traj.calls.append(call)
         result = await session.call_tool(action.name, action.arguments)
-        text, failed = result.text, result.is_error
+        text, failed, kind = result.text, result.is_error, getattr(result, "failure", None) or Failure.TOOL_ERROR
     else:
-        text, failed = action.error, True
+        text, failed, kind = action.error, True, Failure.MALFORMED_CALL
     traj.tool_errors += int(failed)
+    if failed:
+        traj.failures.append(TurnFailure(kind, turn, text[:FAILURE_TEXT]))
     return text
 
 

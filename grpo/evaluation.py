@@ -53,7 +53,8 @@ def trajectory_record(t: Trajectory, chat: ChatFormat) -> dict:
         "score": t.reward,
         "stop_reason": t.stop_reason,
         "env_extras": {"task_key": t.task_key, "env_key": t.env_key, "turns": t.num_turns, "tool_calls": t.tool_calls,
-                       "tool_errors": t.tool_errors, "env_error": t.error},
+                       "tool_errors": t.tool_errors, "env_error": t.error, "overlong": t.overlong,
+                       "failures": [{"kind": f.kind, "turn": f.turn, "text": f.text} for f in t.failures]},
     }
 
 

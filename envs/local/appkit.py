@@ -16,12 +16,39 @@ from collections.abc import Callable, Iterable
 from datetime import date
 from typing import Any, NamedTuple
 
+from envs.outcomes import Failure
+
 State = dict[str, Any]
 USERS = {"alice": "Alice Martin", "bob": "Bob Chen", "carol": "Carol Diaz", "dan": "Dan Okafor", "erin": "Erin Novak"}
 
 
 class AppError(Exception):
-    """A tool error the agent is shown (not found, permission denied, invalid argument)."""
+    """A tool error the agent is shown; its ``kind`` (``envs.outcomes.Failure``) travels with it to the
+    trajectory, so the report counts failures by kind rather than by their words."""
+
+    kind = Failure.INVALID_ARGUMENT
+
+
+class InvalidArgument(AppError):
+    """An argument's value is refused (a bad date, an empty title, a number out of range)."""
+
+
+class NotFound(AppError):
+    kind = Failure.NOT_FOUND
+
+
+class PermissionDenied(AppError):
+    kind = Failure.PERMISSION_DENIED
+
+
+class Conflict(AppError):
+    """The record's state does not allow it (already closed, sold out, past)."""
+
+    kind = Failure.CONFLICT
+
+
+class UnknownTool(AppError):
+    kind = Failure.UNKNOWN_TOOL
 
 
 def base_state(env_variables: dict[str, str]) -> State:
@@ -53,14 +80,14 @@ def parse_date(value: Any, field: str) -> date:
     try:
         return date.fromisoformat(value)
     except (TypeError, ValueError):
-        raise AppError(f"invalid {field} {value!r}: use YYYY-MM-DD") from None
+        raise InvalidArgument(f"invalid {field} {value!r}: use YYYY-MM-DD") from None
 
 
 def future_date(state: State, value: Any, field: str) -> str:
     """An ISO date that is today or later, else the error the agent sees."""
     day = parse_date(value, field)
     if day < date.fromisoformat(state["today"]):
-        raise AppError(f"{field} {day.isoformat()} is in the past")
+        raise InvalidArgument(f"{field} {day.isoformat()} is in the past")
     return day.isoformat()
 
 
@@ -69,14 +96,14 @@ def parse_time(value: Any, field: str) -> str:
     text = str(value)
     parts = text.split(":")
     if len(parts) != 2 or not all(p.isdigit() and len(p) == 2 for p in parts) or int(parts[0]) > 23 or int(parts[1]) > 59:
-        raise AppError(f"invalid {field} {value!r}: use HH:MM")
+        raise InvalidArgument(f"invalid {field} {value!r}: use HH:MM")
     return text
 
 
 def require_user(value: Any) -> str:
     """A known user name, else a not-found error listing none of them (the agent must look them up)."""
     if str(value) not in USERS:
-        raise AppError(f"user {value} not found")
+        raise NotFound(f"user {value} not found")
     return str(value)
 
 
@@ -84,9 +111,9 @@ def in_range(value: Any, field: str, low: int, high: int) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise AppError(f"{field} must be a whole number") from None
+        raise InvalidArgument(f"{field} must be a whole number") from None
     if not low <= number <= high:
-        raise AppError(f"{field} must be {low} to {high}")
+        raise InvalidArgument(f"{field} must be {low} to {high}")
     return number
 
 
@@ -94,18 +121,18 @@ def get(state: State, collection: str, record_id: Any, noun: str) -> dict[str, A
     """A record by id, else ``<noun> <id> not found``."""
     record = state[collection].get(str(record_id))
     if record is None:
-        raise AppError(f"{noun} {record_id} not found")
+        raise NotFound(f"{noun} {record_id} not found")
     return record
 
 
 def call(tools: dict[str, Callable[..., Any]], state: State, name: str, arguments: dict[str, Any]) -> Any:
     """Run a tool in-process (reference replay and tests); raises AppError like the server would."""
     if name not in tools:
-        raise AppError(f"unknown tool {name}")
+        raise UnknownTool(f"unknown tool {name}")
     try:
         return tools[name](state, **arguments)
     except TypeError as exc:
-        raise AppError(f"bad arguments for {name}: {exc}") from None
+        raise InvalidArgument(f"bad arguments for {name}: {exc}") from None
 
 
 def replay(initial_state: Callable[..., State], tools: dict[str, Callable[..., Any]], env_variables: dict[str, str],

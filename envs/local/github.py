@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.local import appkit
-from envs.local.appkit import AppError, State
+from envs.local.appkit import AppError, Conflict, InvalidArgument, NotFound, PermissionDenied, State
 
 __all__ = ["AppError"]
 ENV_KEY = "github"
@@ -50,14 +50,14 @@ def _key(repo: str, number: Any) -> str:
 def _repo(state: State, repo: str) -> dict[str, Any]:
     found = state["repos"].get(str(repo))
     if found is None or (found["private"] and state["user"] not in found["collaborators"]):
-        raise AppError(f"repo {repo} not found")
+        raise NotFound(f"repo {repo} not found")
     return found
 
 
 def _collaborator(state: State, repo: str, action: str) -> dict[str, Any]:
     found = _repo(state, repo)
     if state["user"] not in found["collaborators"]:
-        raise AppError(f"permission denied: only collaborators of {repo} can {action}")
+        raise PermissionDenied(f"permission denied: only collaborators of {repo} can {action}")
     return found
 
 
@@ -65,7 +65,7 @@ def _issue(state: State, repo: str, number: int) -> dict[str, Any]:
     _repo(state, repo)
     issue = state["issues"].get(_key(repo, number))
     if issue is None:
-        raise AppError(f"issue {number} not found in {repo}")
+        raise NotFound(f"issue {number} not found in {repo}")
     return issue
 
 
@@ -78,7 +78,7 @@ def list_issues(state: State, repo: str, status: str = "open", label: str = "") 
     """Issues of a repository, by number; ``status`` is open, closed or all."""
     _repo(state, repo)
     if status not in ("open", "closed", "all"):
-        raise AppError("status must be open, closed or all")
+        raise InvalidArgument("status must be open, closed or all")
     return [
         {"number": i["number"], "title": i["title"]}
         for i in sorted(state["issues"].values(), key=lambda i: i["number"])
@@ -90,7 +90,7 @@ def create_issue(state: State, repo: str, title: str, body: str = "") -> dict[st
     """Open an issue as the logged-in user."""
     _repo(state, repo)
     if not str(title).strip():
-        raise AppError("title must not be empty")
+        raise InvalidArgument("title must not be empty")
     number = _next_number(state, repo)
     state["issues"][_key(repo, number)] = {
         "repo": repo, "number": number, "title": str(title), "body": str(body),
@@ -103,7 +103,7 @@ def comment_issue(state: State, repo: str, number: int, body: str) -> dict[str, 
     """Comment on an issue."""
     _issue(state, repo, number)
     if not str(body).strip():
-        raise AppError("body must not be empty")
+        raise InvalidArgument("body must not be empty")
     comment_id = appkit.new_id(state, "comments")
     state["comments"][str(comment_id)] = {"repo": repo, "number": int(number), "author": state["user"], "body": str(body)}
     return {"comment_id": comment_id}
@@ -113,9 +113,9 @@ def close_issue(state: State, repo: str, number: int) -> dict[str, Any]:
     """Close an open issue (collaborators and the issue's author may)."""
     issue = _issue(state, repo, number)
     if state["user"] != issue["author"] and state["user"] not in state["repos"][repo]["collaborators"]:
-        raise AppError(f"permission denied: only collaborators of {repo} can close issue {number}")
+        raise PermissionDenied(f"permission denied: only collaborators of {repo} can close issue {number}")
     if issue["state"] != "open":
-        raise AppError(f"issue {number} is already closed")
+        raise Conflict(f"issue {number} is already closed")
     issue["state"] = "closed"
     return {"state": "closed"}
 
@@ -125,7 +125,7 @@ def assign_issue(state: State, repo: str, number: int, assignee: str) -> dict[st
     issue = _issue(state, repo, number)
     found = _collaborator(state, repo, "assign issues")
     if assignee not in found["collaborators"]:
-        raise AppError(f"{assignee} is not a collaborator of {repo}")
+        raise InvalidArgument(f"{assignee} is not a collaborator of {repo}")
     issue["assignee"] = assignee
     return {"assignee": assignee}
 
@@ -135,7 +135,7 @@ def add_label(state: State, repo: str, number: int, label: str) -> dict[str, Any
     issue = _issue(state, repo, number)
     _collaborator(state, repo, "label issues")
     if label not in LABELS:
-        raise AppError(f"label {label} not found (labels: {', '.join(LABELS)})")
+        raise NotFound(f"label {label} not found (labels: {', '.join(LABELS)})")
     if label not in issue["labels"]:
         issue["labels"] = [*issue["labels"], label]
     return {"labels": issue["labels"]}
@@ -155,9 +155,9 @@ def _open_pull(state: State, repo: str, number: int) -> dict[str, Any]:
     _repo(state, repo)
     pull = state["pulls"].get(_key(repo, number))
     if pull is None:
-        raise AppError(f"pull request {number} not found in {repo}")
+        raise NotFound(f"pull request {number} not found in {repo}")
     if pull["state"] != "open":
-        raise AppError(f"pull request {number} is {pull['state']}")
+        raise Conflict(f"pull request {number} is {pull['state']}")
     return pull
 
 
@@ -174,9 +174,9 @@ def request_review(state: State, repo: str, number: int, reviewer: str) -> dict[
     pull = _open_pull(state, repo, number)
     found = _collaborator(state, repo, "request reviews")
     if reviewer not in found["collaborators"]:
-        raise AppError(f"{reviewer} is not a collaborator of {repo}")
+        raise InvalidArgument(f"{reviewer} is not a collaborator of {repo}")
     if reviewer == pull["author"]:
-        raise AppError(f"{reviewer} wrote pull request {number} and cannot review it")
+        raise Conflict(f"{reviewer} wrote pull request {number} and cannot review it")
     if reviewer not in pull["reviewers"]:
         pull["reviewers"] = [*pull["reviewers"], reviewer]
     return {"reviewers": pull["reviewers"]}

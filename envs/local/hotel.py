@@ -11,7 +11,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from envs.local.appkit import AppError, app_interface, parse_date
+from envs.local.appkit import AppError, InvalidArgument, NotFound, PermissionDenied, app_interface, parse_date
+
+__all__ = ["AppError"]  # the app contract (envs.local): the server catches it
 
 ENV_KEY = "hotel"
 ENV_VERSION = "1"
@@ -50,19 +52,19 @@ def search_hotels(state: dict[str, Any], city: str) -> list[dict[str, Any]]:
     """Hotels in a city, cheapest first."""
     found = [h for h in state["hotels"].values() if h["city"].lower() == str(city).lower()]
     if not found:
-        raise AppError(f"no hotels in {city}")
+        raise NotFound(f"no hotels in {city}")
     return [{"hotel_id": h["hotel_id"], "name": h["name"], "price": h["price"]} for h in sorted(found, key=lambda h: h["price"])]
 
 
 def book_hotel(state: dict[str, Any], hotel_id: str, check_in: str, nights: int) -> dict[str, Any]:
     """Book a hotel for the logged-in user."""
     if hotel_id not in state["hotels"]:
-        raise AppError(f"hotel {hotel_id} not found")
+        raise NotFound(f"hotel {hotel_id} not found")
     day = parse_date(check_in, "check_in")
     if day < date.fromisoformat(state["today"]):
-        raise AppError(f"check_in {check_in} is in the past")
+        raise InvalidArgument(f"check_in {check_in} is in the past")
     if not 1 <= int(nights) <= MAX_NIGHTS:
-        raise AppError(f"nights must be 1 to {MAX_NIGHTS}")
+        raise InvalidArgument(f"nights must be 1 to {MAX_NIGHTS}")
     booking_id = f"B{state['next_booking']}"
     state["next_booking"] += 1
     booking = {
@@ -90,9 +92,9 @@ def cancel_booking(state: dict[str, Any], booking_id: str) -> dict[str, Any]:
     """Cancel one of the logged-in user's bookings."""
     booking = state["bookings"].get(booking_id)
     if booking is None or booking["status"] != "active":
-        raise AppError(f"booking {booking_id} not found")
+        raise NotFound(f"booking {booking_id} not found")
     if booking["guest"] != state["user"]:
-        raise AppError(f"permission denied: booking {booking_id} belongs to another guest")
+        raise PermissionDenied(f"permission denied: booking {booking_id} belongs to another guest")
     booking["status"] = "cancelled"
     return {"booking_id": booking_id, "status": "cancelled"}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.local import appkit
-from envs.local.appkit import AppError, State
+from envs.local.appkit import AppError, InvalidArgument, NotFound, PermissionDenied, State
 
 __all__ = ["AppError"]
 ENV_KEY = "outlook"
@@ -37,7 +37,7 @@ def _message(state: State, message_id: int) -> dict[str, Any]:
 def list_messages(state: State, folder: str = "inbox", sender: str = "") -> list[dict[str, Any]]:
     """Messages in a folder, newest first, optionally only from one sender."""
     if folder not in FOLDERS:
-        raise AppError(f"folder {folder} not found (folders: {', '.join(FOLDERS)})")
+        raise NotFound(f"folder {folder} not found (folders: {', '.join(FOLDERS)})")
     found = [m for m in state["messages"].values() if m["folder"] == folder and (not sender or m["sender"] == sender)]
     return [{"id": m["id"], "sender": m["sender"], "subject": m["subject"]} for m in sorted(found, key=lambda m: -m["id"])]
 
@@ -51,7 +51,7 @@ def read_message(state: State, message_id: int) -> dict[str, Any]:
 
 def _store_sent(state: State, to: str, subject: str, body: str) -> dict[str, Any]:
     if not str(subject).strip():
-        raise AppError("subject must not be empty")
+        raise InvalidArgument("subject must not be empty")
     message_id = appkit.new_id(state, "messages")
     state["messages"][str(message_id)] = {
         "id": message_id, "folder": "sent", "sender": state["user"], "to": appkit.require_user(to),
@@ -69,7 +69,7 @@ def reply_message(state: State, message_id: int, body: str) -> dict[str, Any]:
     """Reply to a message's sender with ``Re: <subject>``."""
     message = _message(state, message_id)
     if message["sender"] == state["user"]:
-        raise AppError(f"message {message_id} is your own: reply to a received message")
+        raise InvalidArgument(f"message {message_id} is your own: reply to a received message")
     subject = message["subject"] if message["subject"].startswith("Re: ") else f"Re: {message['subject']}"
     return _store_sent(state, message["sender"], subject, body)
 
@@ -78,7 +78,7 @@ def move_message(state: State, message_id: int, folder: str) -> dict[str, Any]:
     """Move a message to another folder (inbox, archive or trash)."""
     message = _message(state, message_id)
     if folder not in FOLDERS or folder == "sent":
-        raise AppError(f"cannot move to {folder}: use inbox, archive or trash")
+        raise InvalidArgument(f"cannot move to {folder}: use inbox, archive or trash")
     message["folder"] = folder
     return {"id": message["id"], "folder": folder}
 
@@ -97,9 +97,9 @@ def create_event(state: State, title: str, when: str, hours: int = 1, invite: st
     start = appkit.parse_time(time_text, "time")
     length = appkit.in_range(hours, "hours", 1, 23)
     if int(start[:2]) + length > 24:
-        raise AppError(f"the event must end by midnight: {hours} hours from {start} is too long")
+        raise InvalidArgument(f"the event must end by midnight: {hours} hours from {start} is too long")
     if not str(title).strip():
-        raise AppError("title must not be empty")
+        raise InvalidArgument("title must not be empty")
     attendees = [appkit.require_user(invite)] if invite else []
     event_id = appkit.new_id(state, "events")
     state["events"][str(event_id)] = {
@@ -113,9 +113,9 @@ def cancel_event(state: State, event_id: int) -> dict[str, Any]:
     """Cancel an event the logged-in user organises."""
     event = appkit.get(state, "events", event_id, "event")
     if event["status"] != "active":
-        raise AppError(f"event {event_id} not found")
+        raise NotFound(f"event {event_id} not found")
     if event["organizer"] != state["user"]:
-        raise AppError(f"permission denied: event {event_id} is organised by {event['organizer']}")
+        raise PermissionDenied(f"permission denied: event {event_id} is organised by {event['organizer']}")
     event["status"] = "cancelled"
     return {"id": event["id"], "status": "cancelled"}
 

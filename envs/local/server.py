@@ -27,6 +27,7 @@ from typing import Any
 
 from configkit import environ
 from envs.lifeline import exit_with_parent
+from envs.outcomes import FAILURE_META, Failure
 
 EPISODE_HEADER = "x-episode-id"
 
@@ -35,12 +36,13 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
     """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
 
     signature = inspect.signature(fn, eval_str=True)
     params = list(signature.parameters.values())[1:]
 
     @functools.wraps(fn)
-    async def tool(*args: Any, **kwargs: Any) -> str:
+    async def tool(*args: Any, **kwargs: Any) -> Any:
         # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
         ctx: Context = kwargs.pop("ctx")
         episode_id = (ctx.headers or {}).get(EPISODE_HEADER)
@@ -50,8 +52,9 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
             result = fn(episodes[episode_id], *args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
-        except app.AppError as exc:
-            raise ToolError(str(exc)) from None
+        except app.AppError as exc:  # the agent sees the message; the trajectory gets its kind (in _meta)
+            kind = getattr(exc, "kind", Failure.TOOL_ERROR)
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True, _meta={FAILURE_META: kind})
         return json.dumps(result, separators=(", ", ": "))
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Any
 
 from envs.local import appkit
-from envs.local.appkit import AppError, State
+from envs.local.appkit import AppError, Conflict, NotFound, PermissionDenied, State
 
 __all__ = ["AppError"]
 ENV_KEY = "ticketmaster"
@@ -37,9 +37,9 @@ def _upcoming(state: State, event: dict[str, Any]) -> bool:
 def _own_order(state: State, order_id: int) -> dict[str, Any]:
     order = appkit.get(state, "orders", order_id, "order")
     if order["status"] != "active":
-        raise AppError(f"order {order_id} is {order['status']}")
+        raise Conflict(f"order {order_id} is {order['status']}")
     if order["owner"] != state["user"]:
-        raise AppError(f"permission denied: order {order_id} belongs to another user")
+        raise PermissionDenied(f"permission denied: order {order_id} belongs to another user")
     return order
 
 
@@ -50,7 +50,7 @@ def search_events(state: State, city: str, query: str = "") -> list[dict[str, An
         if e["city"].lower() == str(city).lower() and str(query).lower() in e["name"].lower() and _upcoming(state, e)
     ]
     if not found:
-        raise AppError(f"no upcoming events in {city}" + (f" matching {query}" if query else ""))
+        raise NotFound(f"no upcoming events in {city}" + (f" matching {query}" if query else ""))
     return [{"event_id": e["event_id"], "name": e["name"], "date": e["date"], "price": e["price"]}
             for e in sorted(found, key=lambda e: (e["date"], e["event_id"]))]
 
@@ -59,10 +59,10 @@ def buy_tickets(state: State, event_id: int, quantity: int) -> dict[str, Any]:
     """Buy seats for the logged-in user."""
     event = appkit.get(state, "events", event_id, "event")
     if not _upcoming(state, event):
-        raise AppError(f"event {event_id} was on {event['date']}, in the past")
+        raise Conflict(f"event {event_id} was on {event['date']}, in the past")
     quantity = appkit.in_range(quantity, "quantity", 1, MAX_TICKETS)
     if quantity > event["seats"]:
-        raise AppError(f"only {event['seats']} seats left for event {event_id}")
+        raise Conflict(f"only {event['seats']} seats left for event {event_id}")
     event["seats"] -= quantity
     order_id = appkit.new_id(state, "orders")
     state["orders"][str(order_id)] = {"order_id": order_id, "event_id": int(event_id), "owner": state["user"], "quantity": quantity, "status": "active"}
@@ -83,7 +83,7 @@ def cancel_order(state: State, order_id: int) -> dict[str, Any]:
     order = _own_order(state, order_id)
     event = state["events"][str(order["event_id"])]
     if not _upcoming(state, event):
-        raise AppError(f"order {order_id} is for a past event and cannot be cancelled")
+        raise Conflict(f"order {order_id} is for a past event and cannot be cancelled")
     order["status"] = "cancelled"
     event["seats"] += order["quantity"]
     return {"order_id": order["order_id"], "status": "cancelled"}
@@ -94,7 +94,7 @@ def transfer_order(state: State, order_id: int, to_user: str) -> dict[str, Any]:
     order = _own_order(state, order_id)
     to_user = appkit.require_user(to_user)
     if to_user == state["user"]:
-        raise AppError(f"order {order_id} is already yours")
+        raise Conflict(f"order {order_id} is already yours")
     order["owner"] = to_user
     return {"order_id": order["order_id"], "owner": to_user}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.local import appkit
-from envs.local.appkit import AppError, State
+from envs.local.appkit import AppError, Conflict, NotFound, PermissionDenied, State
 
 __all__ = ["AppError"]
 ENV_KEY = "zillow"
@@ -34,7 +34,7 @@ def initial_state(env_variables: dict[str, str], seed: dict[str, Any] | None = N
 def _active(state: State, listing_id: int) -> dict[str, Any]:
     listing = appkit.get(state, "listings", listing_id, "listing")
     if listing["status"] != "active":
-        raise AppError(f"listing {listing_id} is {listing['status']}")
+        raise Conflict(f"listing {listing_id} is {listing['status']}")
     return listing
 
 
@@ -59,7 +59,7 @@ def save_listing(state: State, listing_id: int) -> dict[str, Any]:
     """Save a listing to the logged-in user's favourites."""
     _active(state, listing_id)
     if _my_save(state, listing_id):
-        raise AppError(f"listing {listing_id} is already saved")
+        raise Conflict(f"listing {listing_id} is already saved")
     save_id = appkit.new_id(state, "saved")
     state["saved"][str(save_id)] = {"save_id": save_id, "listing_id": int(listing_id), "user": state["user"], "status": "saved"}
     return {"listing_id": int(listing_id), "saved": True}
@@ -76,7 +76,7 @@ def unsave_listing(state: State, listing_id: int) -> dict[str, Any]:
     """Remove a listing from the logged-in user's favourites."""
     save = _my_save(state, listing_id)
     if save is None:
-        raise AppError(f"listing {listing_id} is not in your saved homes")
+        raise NotFound(f"listing {listing_id} is not in your saved homes")
     save["status"] = "removed"
     return {"listing_id": int(listing_id), "saved": False}
 
@@ -102,9 +102,9 @@ def cancel_tour(state: State, tour_id: int) -> dict[str, Any]:
     """Cancel a tour you booked."""
     tour = appkit.get(state, "tours", tour_id, "tour")
     if tour["status"] != "booked":
-        raise AppError(f"tour {tour_id} is {tour['status']}")
+        raise Conflict(f"tour {tour_id} is {tour['status']}")
     if tour["user"] != state["user"]:
-        raise AppError(f"permission denied: tour {tour_id} was booked by another user")
+        raise PermissionDenied(f"permission denied: tour {tour_id} was booked by another user")
     tour["status"] = "cancelled"
     return {"tour_id": tour["tour_id"], "status": "cancelled"}
 
@@ -113,7 +113,7 @@ def make_offer(state: State, listing_id: int, amount: int) -> dict[str, Any]:
     """Offer to buy an active listing (not one you list yourself)."""
     listing = _active(state, listing_id)
     if listing["agent"] == state["user"]:
-        raise AppError(f"permission denied: you list {listing_id} yourself")
+        raise PermissionDenied(f"permission denied: you list {listing_id} yourself")
     amount = appkit.in_range(amount, "amount", 1, 100_000_000)
     offer_id = appkit.new_id(state, "offers")
     state["offers"][str(offer_id)] = {"offer_id": offer_id, "listing_id": int(listing_id), "buyer": state["user"], "amount": amount, "status": "pending"}

@@ -88,6 +88,9 @@ def _diagnoses(rep: Report) -> Section:
 def _trajectories(rep: Report) -> Section:
     a = rep.trajectories
     s = Section("trajectories", "Trajectories (eval dumps)", [f"{a.episodes} eval episodes over all trials and eval steps."])
+    if a.without_kinds:
+        s.lines.append(f"{a.without_kinds} of them come from dumps written before failure kinds were recorded: they count in the "
+                       "stop-reason groups (false completion, context overflow, cut turns, environment errors) but not per failed turn.")
     if not a.episodes:
         s.lines = ["No eval dumps (eval was off, or the trials wrote no trajectories)."]
         return s

@@ -1,10 +1,12 @@
 """What the agent did in the eval dumps (``trajectories/{trial}/global_step_{N}/{env}.jsonl``): turns, tool
 calls, and failures grouped by kind, each group with a count and one example.
 
-The groups are pattern rules over one episode's response text (tool calls ``<tool_call>…</tool_call>``,
-tool results as ``<|im_start|>tool`` turns or ``<tool_response>`` blocks), its score and stop reason; an
-episode can fall in several groups. Leaves out training rollouts (not dumped) and any model-specific
-chat format beyond these two tool-result forms.
+Failures are read, not guessed: each dumped episode carries its failed turns with the kind named where
+the failure happened (``env_extras.failures``: ``envs.outcomes.Failure``), and its stop reason, score and
+env error say the rest (a ``<done>`` that failed, a context that overflowed, a turn cut at its length,
+an environment that failed). Dumps written before failure kinds existed still load: their episodes count
+everywhere but in the per-turn groups, and the analysis says how many there were. An episode can fall in
+several groups. Leaves out training rollouts (not dumped).
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from envs.outcomes import Failure, passed
 from sweep.report.store import SweepStore
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_RESULT = re.compile(r"<\|im_start\|>tool\n(.*?)(?:<\|im_end\|>|$)|<tool_response>(.*?)</tool_response>", re.S)
-_MALFORMED = re.compile(r"^error: (no action found|missing </tool_call>|tool call is not valid JSON|tool call needs|\"arguments\" must be)")
-_ARGUMENTS = re.compile(r"bad arguments|invalid |validation error|missing required|unexpected keyword|must be|is in the past", re.I)
-_NOT_FOUND = re.compile(r"not found|no such|unknown tool|no hotels in|does not exist", re.I)
 _STEP = re.compile(r"^global_step_(\d+)$")
+TURN_GROUPS = {  # a failed turn's kind -> the group's name
+    Failure.MALFORMED_CALL: "malformed tool call",
+    Failure.INVALID_ARGUMENT: "tool argument error",
+    Failure.PERMISSION_DENIED: "permission denied",
+    Failure.NOT_FOUND: "not found",
+    Failure.CONFLICT: "refused by the record's state",
+    Failure.UNKNOWN_TOOL: "unknown tool",
+    Failure.TOOL_ERROR: "tool error (no kind given)",
+    Failure.REPEATED_CALL: "repeated identical call",
+}
 
 
 @dataclass(frozen=True)
@@ -37,19 +45,8 @@ class Episode:
     tool_calls: int
     response: str
     env_error: str = ""
-
-    @property
-    def calls(self) -> list[str]:
-        """The model's own tool calls (tool results are cut first: their hints quote the call format)."""
-        return [c.strip() for c in _CALL.findall(_RESULT.sub("", self.response))]
-
-    @property
-    def results(self) -> list[str]:
-        return [(a or b).strip() for a, b in _RESULT.findall(self.response)]
-
-
-def _first(items: list[str], pattern: re.Pattern[str]) -> str | None:
-    return next((s for s in items if pattern.search(s)), None)
+    failures: tuple[tuple[str, str], ...] | None = None  # (kind, text) per failed turn; None: a dump without kinds
+    overlong: bool = False
 
 
 def _tail(text: str, chars: int = 160) -> str:
@@ -57,63 +54,40 @@ def _tail(text: str, chars: int = 160) -> str:
     return ("…" + text[-chars:]) if len(text) > chars else text
 
 
-def malformed_call(e: Episode) -> str | None:
-    return _first(e.results, _MALFORMED)
-
-
-def argument_error(e: Episode) -> str | None:
-    return next((s for s in e.results if not _MALFORMED.search(s) and _ARGUMENTS.search(s)), None)
-
-
-def permission_denied(e: Episode) -> str | None:
-    return _first(e.results, re.compile(r"permission denied", re.I))
-
-
-def not_found(e: Episode) -> str | None:
-    return _first(e.results, _NOT_FOUND)
-
-
 def false_completion(e: Episode) -> str | None:
-    return _tail(e.response) if e.stop_reason == "done" and e.score < 0.5 else None
+    return _tail(e.response) if e.stop_reason == "done" and not passed(e.score) else None
 
 
 def context_overflow(e: Episode) -> str | None:
-    return _tail(e.response) if e.stop_reason in ("max_input_length", "overlong") else None
+    return _tail(e.response) if e.stop_reason == "max_input_length" or e.overlong else None
 
 
 def turn_too_long(e: Episode) -> str | None:
     return _tail(e.response) if e.stop_reason == "max_generate_length" else None
 
 
-def repeated_call(e: Episode) -> str | None:
-    calls = e.calls
-    return next((c for i, c in enumerate(calls) if c in calls[:i]), None)
-
-
 def env_error(e: Episode) -> str | None:
-    return e.env_error or None
+    return e.env_error or (e.stop_reason if e.stop_reason in ("env_error", "verifier_error") else None)
 
 
-FAILURES: dict[str, Callable[[Episode], str | None]] = {
-    "malformed tool call": malformed_call,
-    "tool argument error": argument_error,
-    "permission denied": permission_denied,
-    "not found": not_found,
+EPISODE_GROUPS: dict[str, Callable[[Episode], str | None]] = {
     "false completion (<done> with score 0)": false_completion,
     "context overflow": context_overflow,
     "turn cut at max_generate_length": turn_too_long,
-    "repeated identical call": repeated_call,
     "environment error": env_error,
 }
 
 
 def parse_episode(record: dict, trial: str, step: int) -> Episode:
     extras = record.get("env_extras") or {}
+    failures = extras.get("failures")
     return Episode(
         trial=trial, step=step, env=str(extras.get("env_key", "?")), task_key=str(extras.get("task_key", "?")),
         score=float(record.get("score") or 0.0), stop_reason=str(record.get("stop_reason", "")),
         turns=int(extras.get("turns", 0)), tool_calls=int(extras.get("tool_calls", 0)),
         response=str(record.get("output_response", "")), env_error=str(extras.get("env_error") or ""),
+        failures=None if failures is None else tuple((str(f.get("kind", Failure.TOOL_ERROR)), str(f.get("text", ""))) for f in failures),
+        overlong=bool(extras.get("overlong", False)),
     )
 
 
@@ -134,7 +108,7 @@ def read_episodes(store: SweepStore, trial_ids: list[str]) -> Iterator[Episode]:
 class FailureGroup:
     name: str
     episodes: int = 0
-    failed: int = 0  # of those, episodes that scored < 0.5
+    failed: int = 0  # of those, episodes that did not pass
     example: str = ""
     where: str = ""
 
@@ -153,6 +127,18 @@ class TrajectoryAnalysis:
     episodes: int = 0
     envs: list[EnvActivity] = field(default_factory=list)
     failures: list[FailureGroup] = field(default_factory=list)
+    without_kinds: int = 0  # episodes from dumps written before failure kinds: in no per-turn group
+
+
+def _hits(e: Episode) -> dict[str, str]:
+    """Group name -> this episode's example for it (its first failed turn of a kind; the stop for the others)."""
+    hits: dict[str, str] = {}
+    for kind, text in e.failures or ():
+        hits.setdefault(TURN_GROUPS.get(kind, TURN_GROUPS[Failure.TOOL_ERROR]), text)
+    for name, rule in EPISODE_GROUPS.items():
+        if (hit := rule(e)) is not None:
+            hits[name] = hit
+    return hits
 
 
 def analyze(episodes: Iterable[Episode], example_chars: int = 240) -> TrajectoryAnalysis:
@@ -160,22 +146,22 @@ def analyze(episodes: Iterable[Episode], example_chars: int = 240) -> Trajectory
 
     One pass with running sums, so a sweep's dumps need not fit in memory at once.
     """
-    groups = {name: FailureGroup(name) for name in FAILURES}
+    groups = {name: FailureGroup(name) for name in [*TURN_GROUPS.values(), *EPISODE_GROUPS]}
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # episodes, passes, turns, tool calls
+    without_kinds = 0
     for e in episodes:
         total = sums[e.env]
         total[0] += 1
-        total[1] += e.score >= 0.5
+        total[1] += passed(e.score)
         total[2] += e.turns
         total[3] += e.tool_calls
-        for name, rule in FAILURES.items():
-            if (hit := rule(e)) is None:
-                continue
+        without_kinds += e.failures is None
+        for name, hit in _hits(e).items():
             g = groups[name]
             g.episodes += 1
-            g.failed += e.score < 0.5
+            g.failed += not passed(e.score)
             if not g.example:
                 g.example, g.where = hit[:example_chars], f"trial {e.trial}, step {e.step}, {e.task_key}"
     envs = [EnvActivity(env, int(n), passes / n, turns / n, calls / n) for env, (n, passes, turns, calls) in sorted(sums.items())]
     found = sorted((g for g in groups.values() if g.episodes), key=lambda g: -g.episodes)
-    return TrajectoryAnalysis(sum(e.episodes for e in envs), envs, found)
+    return TrajectoryAnalysis(sum(e.episodes for e in envs), envs, found, without_kinds)

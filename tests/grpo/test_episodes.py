@@ -113,3 +113,28 @@ def test_input_limit_overlong_filter_and_the_last_turns_tool_call(hotel_server, 
     [traj] = asyncio.run(run_episodes([task], 1, client, ScriptedGenerator(chat, {_key(chat, task): [call, "<done>"]}), chat, short))
     assert traj.overlong and traj.reward == 1.0
     assert len(traj.token_ids) == prompt_len + 10 and sum(traj.loss_mask) == 0
+
+
+@pytest.mark.parametrize("fast_calls", [True, False], ids=["one-post", "sdk-call"])
+def test_failed_turns_carry_the_kind_named_where_they_failed(hotel_server, chat, tasks, fast_calls):
+    """The app names its errors (not found, permission denied, a bad value), the protocol a malformed answer,
+    the client an unknown tool and the episode a repeated call; the message the agent sees is unchanged."""
+    task = next(t for t in tasks if t.task_key.startswith("hotel-cancel_id"))
+    foreign = next(b["booking_id"] for b in task.initial_state["bookings"] if b["guest"] != task.env_variables["LOGGED_IN_USER"])
+    script = [
+        '<tool_call>{"name": "book_hotel", "arguments": {"hotel_id": "H99", "check_in": "2030-01-01", "nights": 1}}</tool_call>',
+        "not an action",
+        f'<tool_call>{{"name": "cancel_booking", "arguments": {{"booking_id": "{foreign}"}}}}</tool_call>',
+        f'<tool_call>{{"name": "cancel_booking", "arguments": {{"booking_id": "{foreign}"}}}}</tool_call>',
+        '<tool_call>{"name": "book_hotel", "arguments": {"hotel_id": "H01", "check_in": "2000-01-01", "nights": 1}}</tool_call>',
+        '<tool_call>{"name": "fly", "arguments": {}}</tool_call>',
+    ]
+    limits = EpisodeLimits(max_turns=6, max_generate_length=64, max_sequence_length=4096, temperature=1.0)
+    gen = ScriptedGenerator(chat, {_key(chat, task): script})
+    client = EnvClient(hotel_server.base_url, fast_calls=fast_calls)
+    [traj] = asyncio.run(run_episodes([task], 1, {"hotel": client}, gen, chat, limits))
+    kinds = [(f.turn, f.kind) for f in traj.failures]
+    assert kinds == [(0, "not_found"), (1, "malformed_call"), (2, "permission_denied"), (3, "repeated_call"), (3, "permission_denied"),
+                     (4, "invalid_argument"), (5, "unknown_tool")], kinds
+    assert traj.failures[0].text == "hotel H99 not found" and traj.failures[5].text == "check_in 2000-01-01 is in the past"
+    assert traj.tool_errors == 6 and "permission denied: booking" in chat.decode(traj.token_ids)

@@ -39,6 +39,15 @@ EPISODES = [  # (score, stop_reason, output_response)
     (0.0, "max_input_length", '<tool_call>{"name": "book_hotel", "arguments": {"nights": 99}}</tool_call><|im_end|>\n<|im_start|>tool\nbad arguments for book_hotel: nights must be 1 to 14<|im_end|>'),
 ]
 
+FAILURES = [  # per episode, its failed turns as the trainer dumps them: (kind, what the agent was shown)
+    [],
+    [],
+    [("permission_denied", "permission denied: booking B9 belongs to another guest"),
+     ("repeated_call", '{"name": "cancel_booking", "arguments": {"booking_id": "B9"}}')],
+    [("not_found", "hotel H99 not found"), ("malformed_call", 'error: no action found; answer with <tool_call>{"name": ..., "arguments": {...}}</tool_call> or <done>')],
+    [("invalid_argument", "bad arguments for book_hotel: nights must be 1 to 14")],
+]
+
 
 def _result_rows(trial_id: str, spec: dict) -> list[dict]:
     rows, total = [], 0.0
@@ -71,7 +80,8 @@ def _write_trial(root: Path, trial_id: str, spec: dict) -> None:
     step_dir.mkdir()
     with open(step_dir / "hotel.jsonl", "w") as f:
         for i, (score, stop, response) in enumerate(EPISODES):
-            extras = {"task_key": f"hotel-{i}", "env_key": "hotel", "turns": response.count("<|im_end|>"), "tool_calls": response.count("<tool_call>{"), "env_error": ""}
+            extras = {"task_key": f"hotel-{i}", "env_key": "hotel", "turns": response.count("<|im_end|>"), "tool_calls": response.count("<tool_call>{"),
+                      "env_error": "", "failures": [{"kind": kind, "turn": turn, "text": text} for turn, (kind, text) in enumerate(FAILURES[i])]}
             f.write(json.dumps({"input_prompt": "p", "output_response": response, "score": score, "stop_reason": stop, "env_extras": extras}) + "\n")
 
 

@@ -121,3 +121,16 @@ def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # n
     assert page.exists() and "Sweep report: fixture_sweep" in markdown and f"Source: `{uri}`" in markdown
     assert remote.trials == report.trials and remote.env_rows == report.env_rows and remote.diagnoses == report.diagnoses
     assert remote.importance.importances == report.importance.importances and remote.trajectories == report.trajectories
+
+
+def test_old_dumps_without_failure_kinds_still_load():
+    """A dump written before kinds existed: counted, grouped by its stop reason, and said to be unclassified."""
+    from sweep.report.trajectories import analyze, parse_episode
+
+    old = {"input_prompt": "p", "output_response": "<done><|im_end|>", "score": 0.0, "stop_reason": "done",
+           "env_extras": {"task_key": "hotel-1", "env_key": "hotel", "turns": 1, "tool_calls": 0, "env_error": ""}}
+    episode = parse_episode(old, "t", 0)
+    assert episode.failures is None
+    a = analyze([episode])
+    assert a.episodes == 1 and a.without_kinds == 1
+    assert [g.name for g in a.failures] == ["false completion (<done> with score 0)"]
