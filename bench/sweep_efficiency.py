@@ -94,8 +94,9 @@ def run(cfg: SweepConfig) -> dict[str, Any]:
     """The sweep exactly as ``sweep run`` builds it; the fit timed apart from ray.init and the base policy."""
     import ray
 
+    from sweep.bases import prepare_bases
     from sweep.resume import save_config, start_fresh
-    from sweep.run import check_resources, prepare_base_policy, prepare_environment
+    from sweep.run import check_resources, prepare_environment
     from sweep.storage import open_storage
     from sweep.tuner import build_tuner
 
@@ -104,7 +105,7 @@ def run(cfg: SweepConfig) -> dict[str, Any]:
     start_fresh(store, cfg.name, fresh=True, space="")
     prepare_environment()
     started = time.perf_counter()
-    prepare_base_policy(cfg)
+    prepare_bases(cfg, store)
     base_s = time.perf_counter() - started
     save_config(store, cfg)
     started = time.perf_counter()

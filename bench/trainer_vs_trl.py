@@ -169,7 +169,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tasks_file = Path(tmp) / "single_turn.jsonl"
         tasks = single_turn_tasks(tasks_file)
-        base = base_policy_path(TrainerConfig.model_validate({"model": MODEL}).model, tasks, seed=0)
+        base = base_policy_path(TrainerConfig.model_validate({"model": MODEL}).model, tasks)
         ours_s, rollout_s, trl_s = [], [], []
         for round_ in range(args.rounds):
             step_s, rolled_s = ours(tasks_file, args.steps, args.threads)

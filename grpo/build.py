@@ -74,9 +74,9 @@ def policy_source(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks):
 
         return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable), cfg.model.name_or_path
     if ranks.main:
-        base_policy_path(cfg.model, list(tasks), cfg.seed)
+        base_policy_path(cfg.model, list(tasks))
     barrier(ranks)
-    base = str(base_policy_path(cfg.model, list(tasks), cfg.seed))
+    base = str(base_policy_path(cfg.model, list(tasks)))
     return load_tiny_tokenizer(base), lambda trainable: load_policy(base, trainable), base
 
 

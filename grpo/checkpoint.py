@@ -14,7 +14,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ class TrainerState:
 
     step: int
     sampler: dict[str, Any]
+    evals: dict[str, Any] = field(default_factory=dict)  # grpo.evaluation.Evals.state(): the held-out curve so far
 
 
 @contextmanager
@@ -64,7 +65,7 @@ def save_checkpoint(
     rng = {"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}
     torch.save(rng, tmp / rng_file(ranks.rank))
     barrier(ranks)
-    meta = json.dumps({"step": state.step, "sampler": state.sampler, "world": ranks.world})
+    meta = json.dumps({"step": state.step, "sampler": state.sampler, "world": ranks.world, "evals": state.evals})
     if ranks.main:
         (tmp / STATE_FILE).write_text(meta)
         shutil.rmtree(final, ignore_errors=True)
@@ -101,7 +102,7 @@ def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generato
     torch.set_rng_state(rng["torch"])
     shuffle.set_state(rng["shuffle"])
     random.setstate(rng["python"])
-    return TrainerState(step=meta["step"], sampler=meta["sampler"])
+    return TrainerState(step=meta["step"], sampler=meta["sampler"], evals=meta.get("evals", {}))
 
 
 def prune(root: Path, keep_last: int) -> None:

@@ -54,6 +54,9 @@ class ModelConfig(StrictModel):
         lt=1.0,
         description="Share of the warm-start's conversations in which the agent answers <done> at once, without acting (a common failure of tool-use agents, and of noisy SFT data). Taught in a short second phase, so the base gives up on about that share of tasks, whatever the task, and GRPO has a decision to learn from reward alone. 0: off.",
     )
+    warmstart_seed: int = Field(
+        0, description="Seeds the base policy's build (initialisation, warm-start batches, give-ups), apart from the RL run's `seed`: sweeping `seed` replicates a setting on one base."
+    )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
     shipped_base: bool = Field(
         True, description="Use the base policy shipped in grpo/bases when its recipe is this one (the demo's and the learning space's); false: build it here."
@@ -164,10 +167,12 @@ class EvalConfig(StrictModel):
     """Held-out evaluation: a fixed set of tasks the policy never trains on, sampled every ``interval`` steps."""
 
     interval: int = Field(0, ge=0, description="Evaluate before step 1, after every interval-th step and after the last (0: never).")
-    ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by seed).")
+    ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by split_seed).")
+    split_seed: int = Field(0, description="Which tasks are held out, apart from the RL run's `seed`: sweeping `seed` replicates a setting on one test set.")
     max_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks.")
     max_tasks_per_env: int | None = Field(None, ge=1, description="Cap on held-out tasks of each env_key (so one big env does not fill the eval).")
     n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
+    score_window: int = Field(2, ge=1, description="eval/score: the mean of the last this-many evals' pass@1 minus the base policy's (the sweep ranks by it).")
 
 
 class CheckpointConfig(StrictModel):

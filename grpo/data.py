@@ -84,4 +84,4 @@ def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
     tasks = select_tasks(cfg.env)
     if not cfg.eval.interval:
         return tasks, []
-    return held_out_split(tasks, cfg.eval.ratio, cfg.seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)
+    return held_out_split(tasks, cfg.eval.ratio, cfg.eval.split_seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)

@@ -12,20 +12,25 @@ to ``{output_dir}/aggregated_results.jsonl``; N counts the policy updates done b
 from __future__ import annotations
 
 import json
+import logging
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from envs.backend import EnvBackend
+from envs.outcomes import passed
 from envs.task import Task
 from grpo.build import Models
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.episodes import EpisodeLimits, Trajectory, collect
-from grpo.metrics import SampleOutcome, eval_metrics
+from grpo.metrics import SampleOutcome, eval_gain, eval_metrics
 
+log = logging.getLogger(__name__)
 EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from training's cfg.seed + rank
 
 
@@ -36,14 +41,69 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend
         torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
         trajectories = collect(eval_tasks, cfg.eval.n_samples, backend, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
     metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
+    failed = [t for t in trajectories if t.env_error]
+    if failed:  # left out of n: a flaky environment moves pass@1, so say so
+        log.warning("eval at step %d: %d of %d episodes failed in the environment (left out); the first: %s",
+                    global_step, len(failed), len(trajectories), failed[0].error)
     if cfg.output_dir:
         write_eval(cfg.output_dir, global_step, trajectories, metrics, models.chat)
     return metrics
 
 
+def share_base_eval(cfg: TrainerConfig, line: dict[str, Any]) -> dict[str, float]:
+    """The sweep's one eval of the base policy, as this trial's step 0: its line (marked ``shared``) starts
+    the trial's own ``aggregated_results.jsonl``, so the trial's curve starts from it; returns its metrics."""
+    if cfg.output_dir:
+        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+        append_aggregate(cfg.output_dir, {**line, "global_step": 0, "shared": True})
+    return {k: float(v) for k, v in line.items() if isinstance(v, int | float) and k.startswith(("eval/", "timing/eval"))}
+
+
+class Evals:
+    """A trial's held-out evals: the newest one's metrics ride along with every report, and ``eval/score``
+    is the mean of the last ``window`` evals' pass@1 minus the base policy's (step 0). Kept in checkpoints,
+    so a resumed trial neither evaluates again nor forgets the curve it scores."""
+
+    def __init__(self, window: int):
+        self.window = window
+        self.latest: dict[str, float] = {}
+        self.history: dict[int, float] = {}  # global step -> eval/avg_pass_at_1
+
+    def has(self, step: int) -> bool:
+        return step in self.history
+
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        self.latest = {k: v for k, v in metrics.items() if k.startswith(("eval/", "timing/eval"))}
+        self.history[step] = metrics["eval/avg_pass_at_1"]
+
+    def metrics(self) -> dict[str, float]:
+        if 0 not in self.history:
+            return dict(self.latest)
+        trained = [value for step, value in sorted(self.history.items()) if step > 0]
+        return {**self.latest, "eval/score": eval_gain(trained, self.history[0], self.window)}
+
+    def state(self) -> dict[str, Any]:
+        return {"latest": self.latest, "history": {str(k): v for k, v in self.history.items()}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.latest = dict(state.get("latest", {}))
+        self.history = {int(k): v for k, v in state.get("history", {}).items()}
+
+
 def eval_summary(trajectories: list[Trajectory], n_samples: int, global_step: int) -> dict[str, float]:
     outcomes = [SampleOutcome(t.env_key, t.group_id, t.reward, t.env_error) for t in trajectories]
     return {**eval_metrics(outcomes, n_samples), "eval/global_step": float(global_step)}
+
+
+def task_results(trajectories: list[Trajectory]) -> dict[str, list[int]]:
+    """Per held-out task, ``[passes, valid episodes]``: what a verdict's bootstrap over tasks resamples."""
+    results: dict[str, list[int]] = {}
+    for t in trajectories:
+        counts = results.setdefault(t.task_key, [0, 0])
+        if not t.env_error:
+            counts[0] += passed(t.reward)
+            counts[1] += 1
+    return results
 
 
 def trajectory_record(t: Trajectory, chat: ChatFormat) -> dict:
@@ -70,6 +130,37 @@ def write_eval(output_dir: str | Path, global_step: int, trajectories: list[Traj
         with open(step_dir / f"{env_key}.jsonl", "w") as f:
             for t in items:
                 f.write(json.dumps(trajectory_record(t, chat)) + "\n")
-    with open(root / "aggregated_results.jsonl", "a") as f:
-        f.write(json.dumps({"global_step": global_step, **metrics}) + "\n")
+    append_aggregate(root, {"global_step": global_step, **metrics, "tasks": task_results(trajectories)})
     return step_dir
+
+
+def append_aggregate(output_dir: str | Path, line: dict[str, Any]) -> None:
+    """One eval's line in ``aggregated_results.jsonl``: its metrics and its per-task results."""
+    with open(Path(output_dir) / "aggregated_results.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m grpo.evaluation '<trainer config JSON>' OUT_DIR``: evaluate the base policy once, for a
+    sweep's trials to share (their curves start from it): dumps and ``aggregated_results.jsonl`` in OUT_DIR."""
+    import sys
+
+    from envs.lifeline import exit_with_parent
+    from grpo.build import build_models, open_environments
+    from grpo.data import trial_tasks
+
+    exit_with_parent(os.getppid())  # a driver killed meanwhile takes the eval with it
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    raw, out = (argv or sys.argv[1:])[:2]
+    cfg = TrainerConfig.model_validate({**json.loads(raw), "output_dir": out})
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    train_tasks, eval_tasks = trial_tasks(cfg)
+    models = build_models(cfg, train_tasks)
+    with open_environments(cfg, eval_tasks) as envs:
+        metrics = evaluate(cfg, models, eval_tasks, envs, global_step=0)
+    print(json.dumps(metrics))
+
+
+if __name__ == "__main__":
+    main()

@@ -133,6 +133,7 @@ def eval_metrics(outcomes: Sequence[SampleOutcome], k: int) -> dict[str, float]:
         metrics[f"eval/{env_key}/pass_at_1"] = fmean(p1)
         metrics[f"eval/{env_key}/pass_at_{k}"] = fmean(pass_at_k(n, c, min(k, n)) for n, c in groups)
     metrics["eval/avg_pass_at_1"] = fmean(all_p1) if all_p1 else 0.0
+    metrics["eval/env_error_frac"] = sum(o.env_error for o in outcomes) / len(outcomes) if outcomes else 0.0
     return metrics
 
 
@@ -146,11 +147,19 @@ OVERALL_METRICS = (
 PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac")
 
 
+def eval_gain(trained: Sequence[float], base: float, window: int) -> float:
+    """How far training moved held-out pass@1 from the base: the mean of the last ``window`` evals after
+    training began, minus the base's (0 before the first one). A mean of evals, not a maximum: one lucky
+    eval does not make a winner, and the base's own point is never counted as a trained one."""
+    last = list(trained)[-window:]
+    return fmean(last) - base if last else 0.0
+
+
 def metric_names(env_keys: Iterable[str], eval_samples: int | None) -> set[str]:
     """Every metric a trial reports on every step (a sweep may only optimise one of these)."""
     env_keys = sorted(env_keys)
     names = set(OVERALL_METRICS) | {f"reward/{e}/{m}" for e in env_keys for m in PER_ENV_METRICS}
     if eval_samples:
-        names |= {"eval/avg_pass_at_1", "eval/global_step", "timing/eval_s"}
+        names |= {"eval/avg_pass_at_1", "eval/score", "eval/env_error_frac", "eval/global_step", "timing/eval_s"}
         names |= {f"eval/{e}/pass_at_{k}" for e in env_keys for k in {1, eval_samples}}
     return names

@@ -17,6 +17,7 @@ import logging
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,7 +31,7 @@ from grpo.config import TrainerConfig
 from grpo.data import TaskSampler, trial_tasks
 from grpo.distributed import Ranks, full_parameters, gather_lists, init_ranks, shutdown
 from grpo.episodes import EpisodeLimits, Trajectory, collect
-from grpo.evaluation import evaluate
+from grpo.evaluation import Evals, evaluate, share_base_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.process import resident_gib
 from grpo.reporting import Reporter
@@ -40,32 +41,35 @@ from grpo.update import UpdateSettings, policy_update
 log = logging.getLogger(__name__)
 
 
-def train(cfg: TrainerConfig, reporter: Reporter) -> None:
+def train(cfg: TrainerConfig, reporter: Reporter, base_eval: dict[str, Any] | None = None) -> None:
     """Run GRPO steps up to ``cfg.total_steps`` (from ``resume_from``'s next step), reporting after each;
-    the newest eval metrics ride along, and a checkpoint every ``checkpoint.interval`` steps."""
+    the newest eval metrics ride along, and a checkpoint every ``checkpoint.interval`` steps. ``base_eval``:
+    the base policy's eval line a sweep made once for its trials to share (then this trial makes none)."""
     ranks = start_process(cfg)
     train_tasks, eval_tasks = trial_tasks(cfg)
     models = build_models(cfg, train_tasks, ranks)
     # seeded after the models: building the cached base policy (or not) must not change the samples; ranks sample differently
     torch.manual_seed(cfg.seed + ranks.rank)
     sampler, shuffle = TaskSampler(train_tasks, cfg.seed), torch.Generator().manual_seed(cfg.seed)
-    first_step = resume(cfg, models, sampler, shuffle) + 1
+    evals = Evals(cfg.eval.score_window)
+    first_step = resume(cfg, models, sampler, shuffle, evals) + 1
+    if base_eval is not None and first_step == 1 and eval_tasks and ranks.main:
+        evals.add(0, share_base_eval(cfg, base_eval))
     saves_to = checkpoint_root(cfg) if cfg.checkpoint.interval else None
-    latest_eval: dict[str, float] = {}
     with open_environments(cfg, train_tasks + eval_tasks) as envs:
         for step in range(first_step, cfg.total_steps + 1):
             set_learning_rate(cfg, models.optimizer, step)
-            if eval_tasks and step == first_step and ranks.main:
-                latest_eval = evaluate(cfg, models, eval_tasks, envs, global_step=step - 1)  # where training starts
+            if eval_tasks and step == first_step and ranks.main and not evals.has(step - 1):
+                evals.add(step - 1, evaluate(cfg, models, eval_tasks, envs, global_step=step - 1))  # where training starts
             metrics = run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), envs, shuffle)
             if eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
-                latest_eval = evaluate(cfg, models, eval_tasks, envs, global_step=step)
+                evals.add(step, evaluate(cfg, models, eval_tasks, envs, global_step=step))
             saved = None
             if saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):
-                state = TrainerState(step, sampler.state())
+                state = TrainerState(step, sampler.state(), evals.state())
                 saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last, ranks))
             if ranks.main or getattr(reporter, "all_ranks", False):  # Ray Train wants a report from every rank
-                reporter.report(step, {**metrics, **latest_eval}, saved)
+                reporter.report(step, {**metrics, **evals.metrics()}, saved)
     shutdown(ranks)
 
 
@@ -98,7 +102,7 @@ def due(step: int, interval: int, total_steps: int) -> bool:
     return bool(interval) and (step % interval == 0 or step == total_steps)
 
 
-def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: torch.Generator) -> int:
+def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: torch.Generator, evals: Evals) -> int:
     """Restore from ``cfg.resume_from`` if set; returns the last finished step (0 for a fresh start)."""
     if not cfg.resume_from:
         return 0
@@ -106,6 +110,7 @@ def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: to
     if models.generator.needs_weight_sync:
         models.generator.load_weights(full_parameters(models.policy))
     sampler.restore(state.sampler)
+    evals.restore(state.evals)
     return state.step
 
 
@@ -133,8 +138,11 @@ def run_step(cfg: TrainerConfig, models: Models, batch: list[Task], envs: EnvBac
                        EpisodeLimits.of(cfg.rollout), group_ids=mine)
     rollout_s = time.perf_counter() - started
     everyone = gather_lists(episodes, ranks)
-    if all(t.env_error for t in everyone):
+    failed = [t for t in everyone if t.env_error]
+    if len(failed) == len(everyone):
         raise RuntimeError(f"every episode of this step failed in the environment; the first: {everyone[0].error}")
+    if failed:  # left out of their groups' advantages and counted; say why, so a flaky environment shows
+        log.warning("%d of %d episodes failed in the environment (left out); the first: %s", len(failed), len(everyone), failed[0].error)
     models.generator.sleep()
     stats = policy_update(models.policy, models.reference, models.optimizer, training_batch(episodes, cfg, models.chat.pad_id),
                           UpdateSettings.of(cfg), shuffle, ranks)

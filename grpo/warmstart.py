@@ -91,12 +91,27 @@ def _extra_vocabulary() -> list[str]:
     return [" ".join(numbers + days), errors, "<|im_start|>tool\n<|im_start|>assistant\n<|im_start|>system\n<|im_start|>user\n"]
 
 
-def cache_key(cfg: ModelConfig, tasks: list[Task], seed: int) -> str:
+# What a base is built from, field by field, as BUILD_VERSION 5 hashed it: a field added to ModelConfig or
+# Task later (a training option, a hosted task's extra key) is not part of the recipe unless added here, so
+# it cannot silently orphan the shipped bases (grpo/bases) and force a 10-17 minute build.
+RECIPE_MODEL_FIELDS = (
+    "type", "name_or_path", "dtype", "rope_scaling", "hidden_size", "num_layers", "num_heads", "intermediate_size", "warmstart_steps",
+    "warmstart_lr", "warmstart_batch_size", "warmstart_augment", "warmstart_give_up", "micro_batch_size", "activation_checkpointing",
+    "cpu_offload",
+)
+RECIPE_TASK_FIELDS = (
+    "task_key", "prompt", "env_key", "env_version", "env_variables", "initial_state", "verifier", "verifier_code", "solution", "modality",
+    "difficulty",
+)
+
+
+def cache_key(cfg: ModelConfig, tasks: list[Task]) -> str:
+    """The recipe's hash: the model and warm-start fields, the tasks it is warm-started on, its seed."""
     payload = {
         "version": BUILD_VERSION,
-        "model": cfg.model_dump(exclude={"cache_dir", "shipped_base"}),
-        "tasks": [t.model_dump() for t in tasks],
-        "seed": seed,
+        "model": cfg.model_dump(include=set(RECIPE_MODEL_FIELDS)),
+        "tasks": [t.model_dump(include=set(RECIPE_TASK_FIELDS)) for t in tasks],
+        "seed": cfg.warmstart_seed,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -108,27 +123,27 @@ def cache_root(cfg: ModelConfig) -> Path:
 SHIPPED = Path(__file__).parent / "bases"
 
 
-def base_policy_path(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path:
+def base_policy_path(cfg: ModelConfig, tasks: list[Task]) -> Path:
     """The directory of the warm-started base policy (model + tokenizer): the shipped one when this recipe
     has one (and ``shipped_base``), else the cached build, building it if missing."""
-    shipped = shipped_base(cfg, tasks, seed)
+    shipped = shipped_base(cfg, tasks)
     if shipped is not None:
         log.info("using the shipped base policy %s (model.shipped_base: false builds it here)", shipped)
         return shipped
     root = cache_root(cfg)
     root.mkdir(parents=True, exist_ok=True)
-    target = root / f"tiny-{cache_key(cfg, tasks, seed)}"
+    target = root / f"tiny-{cache_key(cfg, tasks)}"
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "warmstart.json").is_file():
             log.info("building the base policy in %s (%d warm-start steps, once)", target, cfg.warmstart_steps)
-            _build(cfg, tasks, seed, target)
+            _build(cfg, tasks, cfg.warmstart_seed, target)
     return target
 
 
-def shipped_base(cfg: ModelConfig, tasks: list[Task], seed: int = 0) -> Path | None:
+def shipped_base(cfg: ModelConfig, tasks: list[Task]) -> Path | None:
     """The base that ships in ``grpo/bases`` for this recipe, when there is one and ``shipped_base`` is on."""
-    path = SHIPPED / f"tiny-{cache_key(cfg, tasks, seed)}"
+    path = SHIPPED / f"tiny-{cache_key(cfg, tasks)}"
     return path if cfg.shipped_base and (path / "warmstart.json").is_file() else None
 
 
@@ -239,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         print(cfg.model.name_or_path)
         return
     torch.set_num_threads(os.cpu_count() or 1)
-    print(base_policy_path(cfg.model, trial_tasks(cfg)[0], cfg.seed))
+    print(base_policy_path(cfg.model, trial_tasks(cfg)[0]))
 
 
 if __name__ == "__main__":

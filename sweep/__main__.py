@@ -40,6 +40,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"  {key}: {dist.model_dump(exclude_none=True)}")
     for key, dist in getattr(cfg.scheduler, "mutations", {}).items():
         print(f"  pbt mutates {key}: {dist.model_dump(exclude_none=True)}")
+    from sweep.bases import base_notes
+
+    for note in base_notes(cfg):
+        print(f"  {note}")
     rule = cfg.stopping.zero_signal
     if rule.enabled:
         print(f"  stop on zero signal: variance_per_prompt < {rule.threshold:g} for {rule.patience} steps")

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from configkit import environ
 from configkit.base import apply_overrides, describe_errors, dotted_keys
 from grpo.config import TrainerConfig
+from sweep.bases import base_problems
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.distributions import NUMERIC
 from sweep.space import sampled_trial_count
@@ -30,7 +31,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if "trainer" in dropped:
         return []
     base = cfg.trainer
-    problems = [*space_problems(cfg, source), *condition_problems(cfg, source)]
+    problems = [*space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:

@@ -36,12 +36,12 @@ def worker_loop(config: dict[str, Any]) -> None:
 
     from grpo.trainer import train
 
-    cfg = TrainerConfig.model_validate(config["trainer"])
+    cfg: TrainerConfig = config["trainer"]  # parsed once, in the trial; Ray pickles the typed config to its workers
     saved = ray.train.get_checkpoint()
     updates: dict[str, Any] = {"checkpoint": cfg.checkpoint.model_copy(update={"dir": shared_scratch_dir()})}
     if saved is not None:
         updates["resume_from"] = saved.to_directory(scratch_dir("resume"))
-    train(cfg.model_copy(update=updates), TrainWorkerReporter())
+    train(cfg.model_copy(update=updates), TrainWorkerReporter(), base_eval=config.get("base_eval"))
 
 
 def shared_scratch_dir() -> str:
@@ -54,7 +54,8 @@ def shared_scratch_dir() -> str:
 
 
 def run_sharded_trial(
-    cfg: TrainerConfig, workers: int, cpus_per_worker: float, gpus_per_worker: float, storage_path: str, name: str, filesystem=None
+    cfg: TrainerConfig, workers: int, cpus_per_worker: float, gpus_per_worker: float, storage_path: str, name: str, filesystem=None,
+    base_eval: dict[str, Any] | None = None,
 ) -> None:
     """Train ``cfg`` on ``workers`` Ray Train workers from inside the current Tune trial."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -64,7 +65,7 @@ def run_sharded_trial(
     per_worker = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
     trainer = TorchTrainer(
         worker_loop,
-        train_loop_config={"trainer": cfg.model_dump(mode="json")},
+        train_loop_config={"trainer": cfg, "base_eval": base_eval},
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0, resources_per_worker=per_worker),
         run_config=RunConfig(
             name=name,

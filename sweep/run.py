@@ -1,12 +1,10 @@
-"""Run (or resume) a validated sweep on a local Ray: build the base policy once, check resources, fit, leaderboard.
+"""Run (or resume) a validated sweep on a local Ray: its bases and base evals first, check resources, fit, leaderboard.
 
 Imports Ray and Tune only when called, so the CLI module stays light.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,13 +20,14 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE") -> in
 
     A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
     """
+    from sweep.bases import prepare_bases
     from sweep.resume import save_config, start_fresh
 
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     start_fresh(store, cfg.name, fresh, space)
     prepare_environment()
-    prepare_base_policy(cfg)
+    prepare_bases(cfg, store)
     save_config(store, cfg)
     from sweep.tuner import build_tuner
 
@@ -40,6 +39,7 @@ def resume_sweep(uri: str) -> int:
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
+    from sweep.bases import prepare_bases
     from sweep.results import keep_before_resume
     from sweep.resume import experiment_uri, load_config
     from sweep.storage import pull_study, split_experiment
@@ -48,7 +48,7 @@ def resume_sweep(uri: str) -> int:
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
     prepare_environment()
-    prepare_base_policy(cfg)
+    prepare_bases(cfg, store)
     pull_study(store, name)  # before the restore unpickles the searcher, which opens the study
     keep_before_resume(store.fs, store.path(name))  # Tune's restore starts each result.json afresh
     print(f"resuming {experiment_uri(store.uri, name)}", flush=True)
@@ -114,22 +114,3 @@ def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
     problems = resource_problems(cfg, available)
     if problems:
         raise ConfigError("\n".join(problems))
-
-
-def prepare_base_policy(cfg: SweepConfig) -> None:
-    """Build the base trainer's policy once with every core before trials start (they find it cached).
-
-    A separate process, so the driver itself never imports torch; it exits when the driver dies. A base
-    that ships with the package needs neither (the check imports no torch).
-    """
-    from grpo.data import trial_tasks
-    from grpo.warmstart import shipped_base
-
-    trainer = cfg.trainer
-    if not trainer.model.name_or_path:
-        shipped = shipped_base(trainer.model, trial_tasks(trainer)[0], trainer.seed)
-        if shipped is not None:
-            print(f"base policy: {shipped} (ships with grpo-sweep; model.shipped_base: false builds it here)", flush=True)
-            return
-    print("preparing the base policy (built once, then cached)...", flush=True)
-    subprocess.run([sys.executable, "-m", "grpo.warmstart", cfg.trainer.model_dump_json()], check=True)

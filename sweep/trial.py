@@ -81,8 +81,9 @@ def run_trial(
     saved = checkpoints.newest(tune.get_checkpoint())
     if saved is not None:  # Tune restarted this trial (failure or sweep resume): continue where it stopped
         overrides["resume_from"] = checkpoints.download(saved, scratch_dir("resume"))
+    cfg = trial_config(base, overrides)
     try:
-        train(trial_config(base, overrides), TuneReporter(mirror))
+        train(cfg, TuneReporter(mirror), base_eval=_shared_base_eval(storage, experiment or context.get_experiment_name(), cfg))
     finally:
         if mirror is not None:
             mirror.push()
@@ -99,12 +100,22 @@ def run_multiworker(
     store = open_storage(storage)
     output_dir, mirror = trajectories_dir(storage, experiment, trial_id, "")
     cfg = trial_config(base, {**config, "output_dir": base.get("output_dir") or output_dir})
+    base_eval = _shared_base_eval(storage, experiment, cfg)
     try:  # the trial's driver and workers share this node's disk for eval trajectories (rank 0 writes them)
-        run_sharded_trial(cfg, workers, *worker_resources, store.path(experiment, "ray_train"), trial_id, store.fs)
+        run_sharded_trial(cfg, workers, *worker_resources, store.path(experiment, "ray_train"), trial_id, store.fs, base_eval)
     finally:
         if mirror is not None:
             mirror.push()
             shutil.rmtree(mirror.local, ignore_errors=True)
+
+
+def _shared_base_eval(storage: str, experiment: str, cfg: TrainerConfig) -> dict[str, Any] | None:
+    """The sweep's one eval of this trial's base (``sweep.bases``), which starts the trial's curve."""
+    if not storage or not cfg.eval.interval:
+        return None
+    from sweep.bases import shared_base_eval
+
+    return shared_base_eval(open_storage(storage), experiment, cfg)
 
 
 def trajectories_dir(storage: str, experiment: str, trial_id: str, trial_dir: str) -> tuple[str, DirMirror | None]:

@@ -56,7 +56,7 @@ def tiny_base(tasks, private_cache):
     from grpo.config import ModelConfig
     from grpo.warmstart import base_policy_path
 
-    return str(base_policy_path(ModelConfig(**TEST_MODEL), tasks, seed=0))
+    return str(base_policy_path(ModelConfig(**TEST_MODEL), tasks))
 
 
 @pytest.fixture(scope="session")

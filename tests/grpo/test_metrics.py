@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -89,3 +90,27 @@ def test_eval_metrics_average_over_tasks():
     assert m["eval/hotel/pass_at_4"] == pytest.approx(0.5)
     assert m["eval/mail/pass_at_4"] == pytest.approx(1.0)
     assert m["eval/avg_pass_at_1"] == pytest.approx((0.25 + 0 + 0.75) / 3)
+
+
+def test_eval_gain_is_a_window_mean_minus_the_base_by_hand():
+    from grpo.metrics import eval_gain
+
+    assert eval_gain([0.40, 0.50, 0.30], base=0.316, window=2) == pytest.approx((0.50 + 0.30) / 2 - 0.316)
+    assert eval_gain([0.45], base=0.316, window=2) == pytest.approx(0.45 - 0.316)  # fewer evals than the window
+    assert eval_gain([], base=0.316, window=2) == 0.0  # nothing trained yet: no gain claimed
+    assert eval_gain([0.9, 0.1, 0.1], base=0.3, window=2) == pytest.approx(-0.2)  # an early lucky eval does not count
+
+
+def test_a_trials_evals_carry_the_score_and_survive_a_checkpoint():
+    from grpo.evaluation import Evals
+
+    evals = Evals(window=2)
+    assert evals.metrics() == {}
+    evals.add(0, {"eval/avg_pass_at_1": 0.3, "eval/hotel/pass_at_1": 0.3})
+    assert evals.metrics()["eval/score"] == 0.0
+    evals.add(5, {"eval/avg_pass_at_1": 0.5, "eval/hotel/pass_at_1": 0.5})
+    evals.add(10, {"eval/avg_pass_at_1": 0.4, "eval/hotel/pass_at_1": 0.4})
+    assert evals.metrics() == {"eval/avg_pass_at_1": 0.4, "eval/hotel/pass_at_1": 0.4, "eval/score": pytest.approx(0.15)}
+    again = Evals(window=2)
+    again.restore(json.loads(json.dumps(evals.state())))  # as a checkpoint's JSON holds it
+    assert again.metrics() == evals.metrics() and again.has(5) and not again.has(3)

@@ -78,6 +78,9 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
                         "reward/hotel/pass_at_1", "reward/hotel/variance_per_prompt", "policy/clip_frac", "policy/kl"):
                 assert key in r and not math.isnan(r[key]), key
             assert 0.0 <= r["eval/avg_pass_at_1"] <= 1.0
+        assert reports[0]["eval/score"] == 0.0  # before any trained eval: the shared base's point, no gain claimed
+        if len(reports) >= 2:  # the first trained eval (step 2) minus the base's
+            assert reports[1]["eval/score"] == pytest.approx(reports[1]["eval/avg_pass_at_1"] - reports[0]["eval/avg_pass_at_1"])
 
     # checkpoints reach Tune (and so the sweep's storage): steps 2 and 3 of a finished trial
     finished = [r for r in rows if r["status"] == "finished"]
@@ -96,9 +99,17 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
     expected = sorted("PRUNED" if row["status"] == "stopped early" else "COMPLETE" for row in rows)
     assert states == expected
 
-    # eval trajectories land under the sweep's storage, per trial, per policy step
+    # the base policy is evaluated once for the sweep, and every trial's curve starts from that point
+    base_evals = list((tmp_path / "results" / "e2e" / "base_evals").iterdir())
+    assert len(base_evals) == 1 and (base_evals[0] / "global_step_0" / "hotel.jsonl").is_file()
+    base_line = json.loads((base_evals[0] / "aggregated_results.jsonl").read_text().splitlines()[0])
+    assert "evaluating the base policy once for every trial (4 held-out episodes)" in run.stdout
+
+    # eval trajectories land under the sweep's storage, per trial, per policy step (step 0 is the shared one)
     trials = sorted((tmp_path / "results" / "e2e" / "trajectories").iterdir())
     assert len(trials) == 2
     for trial in trials:
-        assert (trial / "global_step_0" / "hotel.jsonl").is_file()
-        assert (trial / "aggregated_results.jsonl").is_file()
+        evals = [json.loads(line) for line in (trial / "aggregated_results.jsonl").read_text().splitlines()]
+        assert evals[0]["shared"] and evals[0]["eval/avg_pass_at_1"] == base_line["eval/avg_pass_at_1"]
+        assert evals[0]["tasks"] == base_line["tasks"] and sum(n for _, n in evals[0]["tasks"].values()) == 4
+        assert not (trial / "global_step_0").exists() and (trial / "global_step_2" / "hotel.jsonl").is_file()
