@@ -61,9 +61,11 @@ def policy_update(
     """
     batch = batch.to(device())  # the GPU even when FSDP2 offloads the parameters to CPU memory
     first = first_target(batch.loss_mask)
+    probe = batch.select(slice(0, UPDATE_PROBE))  # where the update's size is measured
     with torch.no_grad():
         old_logprobs = None if settings.ppo_epochs * settings.mini_batches == 1 else scored(policy, batch, settings, first)
         ref_logprobs = scored(reference, batch, settings, first) if reference is not None else None
+        before = old_logprobs[: len(probe)] if old_logprobs is not None else scored(policy, probe, settings, first)
     totals: dict[str, float] = {}
     steps = 0
     policy.train()
@@ -78,7 +80,47 @@ def policy_update(
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
     policy.eval()
-    return {key: value / steps for key, value in totals.items()}
+    with torch.no_grad():
+        after = scored(policy, probe, settings, first)
+    return {**{key: value / steps for key, value in totals.items()}, "policy/update_kl": update_kl(before, after, probe.loss_mask, ranks)}
+
+
+UPDATE_PROBE = 16  # sequences of the batch whose log-probs are compared before and after the update
+
+
+def update_kl(before: torch.Tensor, after: torch.Tensor, mask: torch.Tensor, ranks: Ranks = ONE_PROCESS) -> float:
+    """How far this step's update moved the policy: KL(before || after) on the tokens it trained on, by
+    cleanrl's approx_kl estimator ``(r - 1) - log r`` with ``r = p_after / p_before`` (unbiased for samples
+    from the policy before, and never negative). Averaged over every rank's tokens."""
+    log_ratio = (after - before).float()
+    per_token = (torch.exp(log_ratio) - 1.0) - log_ratio
+    mask_f = mask.to(per_token.dtype)
+    total, count = sum_across([float((per_token * mask_f).sum()), float(mask_f.sum())], ranks).tolist()
+    return total / count if count else 0.0
+
+
+def update_norm(optimizer: torch.optim.Optimizer, ranks: Ranks = ONE_PROCESS) -> float:
+    """``|Δθ| / |θ|`` of the step an AdamW just took, over the parameters it trains (a LoRA's adapter, when
+    only that trains), rebuilt from the optimizer's own state so the weights need no copy:
+    ``Δ = lr · m̂ / (sqrt(v̂) + eps) + lr · wd · θ``. Summed over every rank's shards."""
+    delta_sq, weight_sq = 0.0, 0.0
+    for group in optimizer.param_groups:
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            if "exp_avg" not in state:
+                continue
+            t = float(state["step"])
+            m, v, w = (_local(x).float() for x in (state["exp_avg"], state["exp_avg_sq"], param.detach()))
+            delta = lr * (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps) + lr * decay * w
+            delta_sq += float((delta**2).sum())
+            weight_sq += float((w**2).sum())
+    delta_sq, weight_sq = sum_across([delta_sq, weight_sq], ranks).tolist()
+    return (delta_sq / weight_sq) ** 0.5 if weight_sq else 0.0
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def first_target(loss_mask: torch.Tensor) -> int:
@@ -121,6 +163,7 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
         shares += stats
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     optimizer.step()
+    norm = update_norm(optimizer, ranks)
     values = dict(zip(STAT_NAMES, sum_across(shares, ranks).tolist()))
     return {
         "policy/loss": values["loss"],
@@ -130,6 +173,7 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
         "policy/kl": values["kl"],
         "policy/entropy": values["entropy"],
         "policy/grad_norm": _full(grad_norm),
+        "policy/update_norm": norm,
         "policy/ratio_mean": values["ratio_mean"],
         "rollout/logprob_gap": values["logprob_gap"],
     }

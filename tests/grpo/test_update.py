@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -135,3 +137,27 @@ def test_shared_prompt_runs_once_per_group_with_the_same_logprobs_and_gradients(
     assert torch.allclose(shared * batch.loss_mask, plain * batch.loss_mask, atol=1e-5)
     for a, b in zip(shared_grads, gradients(plain)):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_update_kl_by_hand():
+    """KL(before || after) by (r - 1) - log r on the trained tokens: 0 where nothing moved."""
+    from grpo.update import update_kl
+
+    before = torch.log(torch.tensor([[0.5, 0.2, 0.9]]))
+    after = torch.log(torch.tensor([[0.25, 0.2, 0.1]]))
+    mask = torch.tensor([[1, 1, 0]])  # the last token is a tool's: not trained, not counted
+    expected = ((0.5 - 1) - math.log(0.5) + 0.0) / 2  # r = 0.5 on the first token, 1 on the second
+    assert update_kl(before, after, mask) == pytest.approx(expected)
+    assert update_kl(before, before, mask) == 0.0
+
+
+def test_update_norm_by_hand():
+    """One AdamW step from zero moments moves each weight by lr * sign(grad): |Δ| / |θ| worked by hand."""
+    from grpo.update import update_norm
+
+    weight = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    optimizer = torch.optim.AdamW([weight], lr=0.1, weight_decay=0.0)
+    weight.grad = torch.tensor([1.0, -2.0])
+    optimizer.step()
+    assert weight.detach().tolist() == pytest.approx([2.9, 4.1])
+    assert update_norm(optimizer) == pytest.approx(math.hypot(0.1, 0.1) / math.hypot(2.9, 4.1), rel=1e-6)
