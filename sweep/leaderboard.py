@@ -1,4 +1,9 @@
-"""The end-of-sweep leaderboard: one row per trial, best first, printed as a table and saved as JSON."""
+"""The end-of-sweep leaderboard: every trial judged (``sweep.report.judge``: the same ranking as ``sweep
+report``), printed as a table with the verdict's sentences, and saved as ``leaderboard.json``.
+
+A trial's fate (finished, stopped early by the scheduler, zero signal, error) comes from Tune's results,
+which alone know a trial errored; everything else is read back from storage, as the report reads it.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ def _num(value: Any) -> float | None:
 
 
 def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str], zero_signal: tuple[float, int] | None = None) -> TrialRow:
-    """Summarise one Tune ``Result`` from its history, one row per step (a resumed trial's redone steps count once)."""
+    """A trial's fate from one Tune ``Result`` and its history, one row per step (a resumed trial's redone steps count once)."""
     import pandas as pd
 
     history = trial_history(result.path, result.filesystem) if result.path else []
@@ -56,10 +61,29 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
     )
 
 
-def rank(rows: list[TrialRow], mode: str) -> list[TrialRow]:
-    """Best first; trials without a metric last."""
-    sign = -1 if mode == "max" else 1
-    return sorted(rows, key=lambda r: (r.best_metric is None, sign * (r.best_metric or 0.0), -r.steps))
+def judged_rows(fates: list[TrialRow], store: Storage, name: str) -> list[dict[str, Any]]:
+    """Every trial with its verdict, best first: the fates from Tune, the judgement from storage."""
+    from sweep.report.judge import judge, row
+    from sweep.report.load import load_sweep
+    from sweep.report.store import SweepStore
+    from sweep.resume import experiment_uri
+
+    by_id = {r.trial: r for r in fates}
+    try:
+        sweep = load_sweep(SweepStore(experiment_uri(store.uri, name)))
+    except FileNotFoundError:  # no trial wrote a result: nothing to judge, only their fates to say
+        return [asdict(r) for r in fates]
+    judged = judge(sweep, {r.trial: r.status for r in fates})
+    rows = [{**row(j, by_id[j.trial_id].config if j.trial_id in by_id else {}), **_fate(by_id.get(j.trial_id))} for j in judged]
+    missing = [asdict(r) for r in fates if r.trial not in {j.trial_id for j in judged}]  # no folder in storage: errored early
+    return rows + missing
+
+
+def _fate(fate: TrialRow | None) -> dict[str, Any]:
+    if fate is None:
+        return {}
+    data = asdict(fate)
+    return {key: data[key] for key in ("first_metric", "best_metric", "last_variance_per_prompt", "steps", "status", "error")}
 
 
 def _fmt(value: Any) -> str:
@@ -70,26 +94,39 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render(rows: list[TrialRow], metric: str, console=None) -> None:
-    """A table of the trials, best first; keys shown by their last dotted part."""
+def _gain(row: dict[str, Any]) -> str:
+    if row.get("gain") is None:
+        return "-"
+    spread = f" [{row['low']:+.3f}, {row['high']:+.3f}]" if row.get("low") is not None else ""
+    return f"{row['gain']:+.3f}{spread}" + (" tie" if row.get("tied") else "")
+
+
+def render(rows: list[dict[str, Any]], console=None) -> None:
+    """A table of the trials, best first, then the verdict in words."""
     from rich.console import Console
     from rich.table import Table
 
+    from sweep.verdict.labels import Verdict
+    from sweep.verdict.score import Score
+    from sweep.verdict.summary import verdict_text
+
     console = console or Console()
     if not console.is_terminal:
-        console = Console(width=160, file=console.file)
-    short = metric.split("/")[-1]
-    table = Table(title=f"Leaderboard (by best {metric})")
-    keys = list(rows[0].config) if rows else []
-    headers = ["#", "trial", *[k.split(".")[-1] for k in keys], f"first {short}", f"best {short}", "last variance_per_prompt", "steps", "status"]
-    for column in headers:
+        console = Console(width=170, file=console.file)
+    table = Table(title="Leaderboard (by held-out gain over the shared base: mean of the last evals, 90% bootstrap interval over tasks)")
+    keys = list(rows[0]["config"]) if rows else []
+    for column in ["#", "trial", *[k.split(".")[-1] for k in keys], "base → last", "gain [90%]", "verdict", "steps", "status"]:
         table.add_column(column, no_wrap=True)
     for i, r in enumerate(rows, start=1):
-        values = [r.config.get(k) for k in keys]
-        table.add_row(str(i), r.trial, *map(_fmt, values), _fmt(r.first_metric), _fmt(r.best_metric), _fmt(r.last_variance_per_prompt), str(r.steps), r.status)
+        course = f"{_fmt(r.get('base'))} → {_fmt(r.get('last'))}"
+        table.add_row(str(i), r["trial"], *[_fmt(r["config"].get(k)) for k in keys], course, _gain(r), r.get("verdict", "-"),
+                      str(r.get("steps", "-")), r.get("status", "-"))
     console.print(table)
+    ranked = [(r["trial"], r["config"], Score(r.get("gain"), r.get("low"), r.get("high"), tied=bool(r.get("tied"))),
+               Verdict(r.get("verdict", "error"), r.get("why", ""))) for r in rows]
+    console.print(verdict_text(ranked, rows[0].get("base") if rows else None))
 
 
-def save(rows: list[TrialRow], store: Storage, name: str) -> str:
+def save(rows: list[dict[str, Any]], store: Storage, name: str) -> str:
     """Write ``{storage}/{name}/leaderboard.json`` (local or S3); returns where."""
-    return store.write_text(json.dumps([asdict(r) for r in rows], indent=2, default=str), name, "leaderboard.json")
+    return store.write_text(json.dumps(rows, indent=2, default=str), name, "leaderboard.json")

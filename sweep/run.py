@@ -88,12 +88,12 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
         ray.shutdown()
     push_study(store, cfg.name)
     total, zero = cfg.trainer.total_steps, cfg.stopping.zero_signal.rule()
-    rows = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
-    rows = leaderboard.rank(rows, cfg.search.mode)
-    leaderboard.render(rows, cfg.search.metric)
+    fates = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
+    rows = leaderboard.judged_rows(fates, store, cfg.name)
+    leaderboard.render(rows)
     leaderboard.save(rows, store, cfg.name)
     print(f"results: {store.display(cfg.name)}")
-    return 1 if rows and all(r.status == "error" for r in rows) else 0
+    return 1 if fates and all(r.status == "error" for r in fates) else 0
 
 
 def prepare_environment() -> None:

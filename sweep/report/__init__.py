@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.report.thresholds import Thresholds
+from sweep.verdict.thresholds import Thresholds
 
 
 def default_out(uri: str) -> Path:

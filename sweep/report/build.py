@@ -1,4 +1,4 @@
-"""Assemble a sweep report: load, summarise, diagnose, analyse, plot; ``render`` writes it out.
+"""Assemble a sweep report: load, summarise, judge, analyse, plot; ``render`` writes it out.
 
 Reads a sweep through ``SweepStore`` (local or S3); writes only under the output directory.
 """
@@ -11,18 +11,21 @@ from pathlib import Path
 
 from sweep.report import plots
 from sweep.report.importance import MIN_COMPLETE, Importance, param_importance
-from sweep.report.load import SweepData, TrialData, load_sweep, uses_eval
-from sweep.report.rules import Diagnosis, TrialCurves, diagnose
+from sweep.report.judge import Judged, judge
+from sweep.report.load import SweepData, load_sweep, uses_eval
+from sweep.report.rules import Diagnosis, diagnose
 from sweep.report.store import SweepStore
 from sweep.report.summary import EnvRow, TrialSummary, env_table, leaderboard, metric_key, pass_series, train_series
-from sweep.report.thresholds import Thresholds
 from sweep.report.trajectories import TrajectoryAnalysis, analyze, read_episodes
+from sweep.verdict.summary import verdict_text
+from sweep.verdict.thresholds import Thresholds
 
-CURVES = {
+CURVES = {  # title -> metric; the two KLs span decades, so they are drawn on a log scale
     "variance_per_prompt": "reward/variance_per_prompt",
-    "clip fraction": "policy/clip_frac",
+    "update KL (before vs after each step)": "policy/update_kl",
     "KL to reference": "policy/kl",
 }
+LOG_PANELS = ("update KL (before vs after each step)", "KL to reference")
 
 
 @dataclass
@@ -38,38 +41,40 @@ class Report:
     diagnoses: list[Diagnosis]
     importance: Importance
     trajectories: TrajectoryAnalysis
+    judged: list[Judged] = field(default_factory=list)
+    verdict: str = ""
     plots: dict[str, Path] = field(default_factory=dict)
 
     @property
     def best(self) -> TrialSummary | None:
-        return self.trials[0] if self.trials and self.trials[0].best is not None else None
+        return self.trials[0] if self.trials and self.judged and self.judged[0].score.gain is not None else None
+
+    @property
+    def base(self) -> float | None:
+        """The shared base's held-out pass@1 (the winner's base, when trials had several)."""
+        first = self.judged[0].evidence.base if self.judged else None
+        return first.pass_at_1 if first else None
 
 
-def trial_curves(trial: TrialData, use_eval: bool) -> TrialCurves:
-    def values(key: str) -> list[float]:
-        return [v for _, v in train_series(trial, key)]
+STATUSES = {"finished": "finished", "zero signal": "zero signal", "error": "error"}  # every other stop: stopped early
 
-    lr = trial.config.get("optim.lr") or (trial.rows[0].get("policy/lr") if trial.rows else None)
-    return TrialCurves(
-        trial_id=trial.trial_id,
-        metric=metric_key(use_eval),
-        pass_at_1=[v for _, v in pass_series(trial, use_eval)],
-        variance_per_prompt=values("reward/variance_per_prompt"),
-        clip_frac=values("policy/clip_frac"),
-        kl=values("policy/kl"),
-        entropy=values("policy/entropy"),
-        tool_error_rate=values("rollout/tool_error_rate"),
-        lr=float(lr) if lr is not None else None,
-    )
+
+def _statuses(trials: list[TrialSummary]) -> dict[str, str]:
+    return {t.trial_id: STATUSES.get(t.stop, "stopped early") for t in trials}
 
 
 def _plots(sweep: SweepData, rep: Report, out: Path) -> dict[str, Path]:
+    labels = {j.trial_id: j.verdict.label for j in rep.judged}
     panels = {f"{rep.metric}": {t.trial_id: pass_series(t, rep.use_eval) for t in sweep.trials}}
     panels.update({title: {t.trial_id: train_series(t, key) for t in sweep.trials} for title, key in CURVES.items()})
-    made = {"learning curves": plots.learning_curves(panels, out / "learning_curves.png")}
-    scored = [(t.config, t.best, t.stop) for t in rep.trials if t.best is not None]
+    if not any(panels["update KL (before vs after each step)"].values()):  # a sweep from before the update was measured
+        panels.pop("update KL (before vs after each step)")
+        panels = {**panels, "clip fraction": {t.trial_id: train_series(t, "policy/clip_frac") for t in sweep.trials}}
+    made = {"learning curves": plots.learning_curves(panels, out / "learning_curves.png", labels, rep.base, LOG_PANELS)}
+    scored = [(t.config, j.score.gain, j.score.low, j.score.high, j.verdict.label)
+              for j in rep.judged for t in rep.trials if t.trial_id == j.trial_id and j.score.gain is not None]
     if scored and rep.swept_keys:
-        made["metric vs swept keys"] = plots.metric_vs_params(scored, rep.swept_keys, rep.metric, out / "metric_vs_params.png")
+        made["score vs swept keys"] = plots.score_vs_params(scored, rep.swept_keys, out / "score_vs_params.png")
     if rep.importance.importances:
         made["hyperparameter importance"] = plots.importance_bars(rep.importance.importances, out / "importance.png")
     return made
@@ -87,16 +92,20 @@ def build_report(uri: str, out: Path, th: Thresholds | None = None, min_complete
     store = SweepStore(uri)
     sweep = load_sweep(store)
     use_eval = uses_eval(sweep)
-    trials = leaderboard(sweep)
+    summaries = {t.trial_id: t for t in leaderboard(sweep)}
+    judged = judge(sweep, _statuses(list(summaries.values())), th)
+    trials = [summaries[j.trial_id] for j in judged]  # the verdict's order, the one ranking
     by_id = {t.trial_id: t for t in sweep.trials}
-    best = by_id[trials[0].trial_id] if trials and trials[0].best is not None else None
+    best = by_id[judged[0].trial_id] if judged and judged[0].score.gain is not None else None
     env_rows = env_table(best, use_eval, th) if best else []
+    ranked = [(j.trial_id, {k: summaries[j.trial_id].config.get(k) for k in sweep.swept_keys}, j.score, j.verdict) for j in judged]
     rep = Report(
         name=sweep.name, uri=uri, metric=metric_key(use_eval), use_eval=use_eval, swept_keys=sweep.swept_keys, thresholds=th,
-        trials=trials, env_rows=env_rows,
-        diagnoses=diagnose([trial_curves(by_id[t.trial_id], use_eval) for t in trials], env_rows, th),
+        trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th),
         importance=_importance(store, sweep.name, min_complete),
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
+        judged=judged,
     )
+    rep.verdict = verdict_text(ranked, rep.base)
     rep.plots = _plots(sweep, rep, out)
     return rep

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from sweep.report.thresholds import Thresholds
+from sweep.verdict.thresholds import Thresholds
 
 
 def add_report_command(commands) -> None:

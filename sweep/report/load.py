@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.outcomes import passed
 from sweep.report.store import SweepStore
 
 EVAL_METRIC = "eval/avg_pass_at_1"
@@ -47,6 +48,7 @@ class SweepData:
     leaderboard: list[dict[str, Any]] | None
     swept_keys: list[str]
     scheduler: str | None = None  # scheduler.type from sweep_config.json, when the sweep saved it
+    saved: dict[str, Any] = field(default_factory=dict)  # sweep_config.json, when the sweep saved it
 
 
 def _json_lines(text: str | None) -> list[dict[str, Any]]:
@@ -68,8 +70,39 @@ def _trial_id(folder: str, rows: list[dict[str, Any]]) -> str:
     return match.group(1) if match else folder
 
 
+def _with_task_results(store: SweepStore, traj: str, evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each eval line with its per-task results; lines written before they were recorded get them from
+    the eval's dumps (``global_step_N/*.jsonl``), when those are there."""
+    out = []
+    for line in evals:
+        if "tasks" not in line and "global_step" in line:
+            tasks: dict[str, list[int]] = {}
+            folder = f"{traj}/global_step_{int(line['global_step'])}"
+            for name in store.files(folder):
+                for record in _json_lines(store.read_text(f"{folder}/{name}")):
+                    extras = record.get("env_extras") or {}
+                    counts = tasks.setdefault(str(extras.get("task_key", "?")), [0, 0])
+                    if not extras.get("env_error"):
+                        counts[0] += passed(float(record.get("score") or 0.0))
+                        counts[1] += 1
+            line = {**line, "tasks": tasks} if tasks else line
+        out.append(line)
+    return out
+
+
+def _history(store: SweepStore, folder: str) -> list[dict[str, Any]]:
+    """One row per step, a resumed trial's redone steps once (``sweep.results``); Tune's ``result.json``
+    as it is where that cannot be read."""
+    from sweep.results import trial_history
+
+    try:
+        return trial_history(store.path(folder), store.fs)
+    except (OSError, ValueError):
+        return _json_lines(store.read_text(f"{folder}/result.json"))
+
+
 def load_trial(store: SweepStore, folder: str) -> TrialData:
-    rows = _json_lines(store.read_text(f"{folder}/result.json"))
+    rows = _history(store, folder)
     trial_id = _trial_id(folder, rows)
     params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
     traj = f"trajectories/{trial_id}"
@@ -79,7 +112,7 @@ def load_trial(store: SweepStore, folder: str) -> TrialData:
         folder=folder,
         config=params,
         rows=rows,
-        evals=_json_lines(store.read_text(f"{traj}/aggregated_results.jsonl")),
+        evals=_with_task_results(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))),
         trainer_config=json.loads(trainer) if trainer else None,
         error=(store.read_text(f"{folder}/error.txt") or "").strip(),
     )
@@ -95,7 +128,7 @@ def load_sweep(store: SweepStore) -> SweepData:
     board = json.loads(board_text) if board_text else None
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
     saved = json.loads(store.read_text("sweep_config.json") or "{}")
-    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"))
+    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved)
 
 
 def uses_eval(sweep: SweepData) -> bool:

@@ -17,31 +17,46 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 Series = list[tuple[int, float]]
 STYLES = ("-", "--", ":", "-.")
 POINTS = ("o", "s", "^", "D", "v", "x")
-MARKERS = {"finished": "o", "ASHA": "v", "zero signal": "x", "error": "s"}
 
 
-def learning_curves(panels: dict[str, dict[str, Series]], path: Path) -> Path:
-    """One panel per metric (title → trial → series), one line per trial, the step axis shared."""
+VERDICT_COLORS = {  # one colour per verdict label (sweep.verdict.labels), the same on every plot
+    "learns": "#2a9d4b", "too low": "#3b6fd4", "too high": "#d43b3b", "no signal": "#8c8c8c",
+    "flat": "#e09b1a", "env-limited": "#8e44ad", "no eval": "#333333", "error": "#000000",
+}
+
+
+def learning_curves(panels: dict[str, dict[str, Series]], path: Path, labels: dict[str, str] | None = None,
+                    base: float | None = None, log_panels: tuple[str, ...] = ()) -> Path:
+    """One panel per metric (title → trial → series), one line per trial in its verdict's colour (``labels``:
+    trial → label), the step axis shared; the first panel marks the shared base; ``log_panels`` are drawn on
+    a symmetric log scale (a KL of 1,000 at one step must not flatten every other curve)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = labels or {}
     trials = sorted({t for per_trial in panels.values() for t in per_trial})
-    for ax, (title, per_trial) in zip(axes.flat, panels.items()):
+    for panel, (ax, (title, per_trial)) in enumerate(zip(axes.flat, panels.items())):
         for i, trial in enumerate(trials):
             points = per_trial.get(trial, [])
             if points:
-                style = dict(color=colors[i % len(colors)], linestyle=STYLES[i % len(STYLES)], marker=POINTS[i % len(POINTS)], alpha=0.85)
-                ax.plot([p[0] for p in points], [p[1] for p in points], label=trial, **style)  # styles tell equal curves apart
-        ax.set_title(title, fontsize=10)
+                color = VERDICT_COLORS.get(labels.get(trial, ""), colors[i % len(colors)])
+                style = dict(color=color, linestyle=STYLES[i % len(STYLES)], marker=POINTS[i % len(POINTS)], alpha=0.85)
+                name = f"{trial} ({labels[trial]})" if trial in labels else trial
+                ax.plot([p[0] for p in points], [p[1] for p in points], label=name, **style)  # styles tell equal curves apart
+        if panel == 0 and base is not None:
+            ax.axhline(base, color="black", linewidth=1, linestyle="--", label=f"shared base {base:.3f}")
+        if title in log_panels:
+            ax.set_yscale("symlog", linthresh=1e-5)
+        ax.set_title(title + (" (log)" if title in log_panels else ""), fontsize=10)
         ax.grid(alpha=0.3)
     for ax in axes[-1]:
         ax.set_xlabel("GRPO step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles, names = axes.flat[0].get_legend_handles_labels()
     if not handles:
-        handles, labels = next((a.get_legend_handles_labels() for a in axes.flat if a.get_legend_handles_labels()[0]), ([], []))
+        handles, names = next((a.get_legend_handles_labels() for a in axes.flat if a.get_legend_handles_labels()[0]), ([], []))
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, title="trial")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+        fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), fontsize=8, title="trial (verdict)")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return _save(fig, path)
 
 
@@ -49,23 +64,29 @@ def _numeric(values: list[Any]) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
-def metric_vs_params(points: list[tuple[dict[str, Any], float, str]], keys: list[str], metric: str, path: Path) -> Path:
-    """The best metric of each trial against each swept key; the marker says why the trial stopped."""
+def score_vs_params(points: list[tuple[dict[str, Any], float, float | None, float | None, str]], keys: list[str], path: Path) -> Path:
+    """Each trial's held-out gain over the base (with its interval) against each swept key, in its verdict's colour."""
     fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(4.2 * max(1, len(keys)), 3.6), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        values = [cfg.get(key) for cfg, _, _ in points]
+        values = [cfg.get(key) for cfg, *_ in points]
         ticks = sorted({str(v) for v in values}) if not _numeric(values) else None
-        for (_, best, stop), value in zip(points, values):
+        for (_, gain, low, high, label), value in zip(points, values):
             x = ticks.index(str(value)) if ticks else value
-            ax.scatter([x], [best], marker=MARKERS.get(stop, "o"), color="C0")
+            color = VERDICT_COLORS.get(label, "C0")
+            if low is not None and high is not None:
+                ax.errorbar([x], [gain], yerr=[[gain - low], [high - gain]], fmt="o", color=color, capsize=3)
+            else:
+                ax.scatter([x], [gain], color=color)
         if ticks:
             ax.set_xticks(range(len(ticks)), ticks)
         elif values and min(values) > 0 and max(values) / min(values) > 20:
             ax.set_xscale("log")
+        ax.axhline(0.0, color="black", linewidth=1, linestyle="--")
         ax.set_xlabel(key)
-        ax.set_ylabel(f"best {metric}", fontsize=8)
+        ax.set_ylabel("held-out gain over the base", fontsize=8)
         ax.grid(alpha=0.3)
-    fig.suptitle("markers: o finished, v ASHA, x zero signal, s error", fontsize=8)
+    shown = sorted({label for *_, label in points})
+    fig.suptitle("colour: " + ", ".join(f"{label}" for label in shown) + "  (bars: 90% interval over tasks)", fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 

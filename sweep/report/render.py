@@ -33,26 +33,50 @@ def _f(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
+def _verdict(rep: Report) -> Section:
+    return Section("verdict", "Verdict", [rep.verdict])
+
+
+def _gain(j) -> str:
+    s = j.score
+    if s.gain is None:
+        return "-"
+    spread = f" [{s.low:+.3f}, {s.high:+.3f}]" if s.low is not None else ""
+    return f"{s.gain:+.3f}{spread}" + (" (tie)" if s.tied else "")
+
+
 def _leaderboard(rep: Report) -> Section:
-    source = "held-out eval" if rep.use_eval else "training reward (eval was off)"
     total_steps = sum(t.steps for t in rep.trials)
     total_s = sum(t.wall_s for t in rep.trials)
+    base = f" (the shared base: {rep.base:.3f})" if rep.base is not None else ""
+    what = "held-out pass@1" if rep.use_eval else f"`{rep.metric}` (training reward (eval was off): step 1's rollouts are the base's; no interval)"
     s = Section("leaderboard", "Leaderboard", [
-        f"Ranked by best `{rep.metric}` ({source}) over trained steps; first is the first point (step 0 = the base policy when eval ran before training).",
+        f"Ranked by the gain of {what} over the base{base}: the mean of each trial's last evals minus the base's, with a 90% "
+        "bootstrap interval over eval tasks; (tie) marks trials within noise of #1, and a trial that fell below the base comes after "
+        "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
     ])
-    s.header = ["#", "trial", *rep.swept_keys, "first", "best (step)", "last", "steps", "stopped", "wall s"]
-    for i, t in enumerate(rep.trials, 1):
-        best = f"{_f(t.best)} ({t.best_step})" if t.best is not None else "-"
+    s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "stopped", "wall s"]
+    for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):
         stop = f"{t.stop}: {t.error}" if t.error else t.stop
-        s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], _f(t.first), best, _f(t.last), str(t.steps), stop, f"{t.wall_s:.0f}"])
+        course = f"{_f(j.evidence.base.pass_at_1 if j.evidence.base else None)} → {_f(t.last)}"
+        s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], course, _gain(j), j.verdict.label,
+                       str(t.steps), stop, f"{t.wall_s:.0f}"])
+    return s
+
+
+def _verdicts(rep: Report) -> Section:
+    s = Section("verdicts", "Why each trial got its verdict",
+                ["One label per trial (sweep/verdict/labels.py: the first rule that holds), with the numbers behind it."])
+    s.header = ["trial", "verdict", "evidence"]
+    s.rows = [[j.trial_id, j.verdict.label, j.verdict.why] for j in rep.judged]
     return s
 
 
 def _envs(rep: Report) -> Section:
     th = rep.thresholds
-    who = f"trial {rep.best.trial_id}" if rep.best else "no trial with a metric"
-    s = Section("envs", f"Environments of the best trial ({who})", [
+    who = f"trial {rep.best.trial_id}, #1" if rep.best else "no trial with a trained eval"
+    s = Section("envs", f"Environments of the winner ({who})", [
         f"Status from pass@1 at the first point vs the best point: SATURATED if first ≥ {th.saturated}, FAILING if best ≤ {th.failing}, "
         f"IMPROVED if best − first ≥ {th.min_delta}, else FLAT. Signal: share of training steps with the env's variance_per_prompt > 0.",
     ])
@@ -72,12 +96,12 @@ def _importance(rep: Report) -> Section:
         s.rows = [[k, f"{v:.3f}"] for k, v in imp.importances.items()]
     else:
         s.lines.append(f"No importance: {imp.reason}.")
-    s.plots = [(t, rep.plots[t]) for t in ("hyperparameter importance", "metric vs swept keys") if t in rep.plots]
+    s.plots = [(t, rep.plots[t]) for t in ("hyperparameter importance", "score vs swept keys") if t in rep.plots]
     return s
 
 
 def _diagnoses(rep: Report) -> Section:
-    s = Section("diagnoses", "Diagnoses", ["Explicit rules (sweep/report/rules.py) with the numbers that triggered them."])
+    s = Section("diagnoses", "Environment diagnoses", ["Explicit rules (sweep/report/rules.py) on the winner's environments, with their numbers."])
     s.header = ["rule", "subject", "finding", "evidence"]
     s.rows = [[d.rule, d.subject, d.finding, d.evidence] for d in rep.diagnoses]
     if not s.rows:
@@ -101,9 +125,10 @@ def _trajectories(rep: Report) -> Section:
 
 
 def sections(rep: Report) -> list[Section]:
-    curves = Section("curves", "Learning curves", [f"Per trial, steps shared: `{rep.metric}`, variance_per_prompt, clip fraction, KL."],
+    curves = Section("curves", "Learning curves", [f"Per trial, in its verdict's colour, steps shared: `{rep.metric}` (the dashed line is the "
+                                                  "shared base), variance_per_prompt, the update's KL and the KL to the reference (log scales)."],
                      plots=[("learning curves", rep.plots["learning curves"])] if "learning curves" in rep.plots else [])
-    return [_leaderboard(rep), curves, _envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
+    return [_verdict(rep), _leaderboard(rep), curves, _verdicts(rep), _envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
 
 
 def _md_cell(text: str) -> str:

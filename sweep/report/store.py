@@ -31,17 +31,17 @@ class SweepStore:
     def name(self) -> str:
         return self.root.rsplit("/", 1)[-1]
 
-    def _path(self, rel: str) -> str:
+    def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
     def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self._path(rel)).type != pafs.FileType.NotFound
+        return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound
 
     def read_text(self, rel: str) -> str | None:
         """The file's text, or None when it is not there."""
-        if self.fs.get_file_info(self._path(rel)).type != pafs.FileType.File:
+        if self.fs.get_file_info(self.path(rel)).type != pafs.FileType.File:
             return None
-        with self.fs.open_input_stream(self._path(rel)) as f:
+        with self.fs.open_input_stream(self.path(rel)) as f:
             return f.read().decode("utf-8", errors="replace")
 
     def subdirs(self, rel: str = "") -> list[str]:
@@ -53,13 +53,13 @@ class SweepStore:
         return sorted(i.base_name for i in self._listing(rel) if i.type == pafs.FileType.File)
 
     def _listing(self, rel: str) -> list[pafs.FileInfo]:
-        return self.fs.get_file_info(pafs.FileSelector(self._path(rel), allow_not_found=True))
+        return self.fs.get_file_info(pafs.FileSelector(self.path(rel), allow_not_found=True))
 
     def local_copy(self, rel: str, dest: Path) -> Path | None:
         """Copy one file to a local path (SQLite needs a real file); None when it is not there."""
-        if self.fs.get_file_info(self._path(rel)).type != pafs.FileType.File:
+        if self.fs.get_file_info(self.path(rel)).type != pafs.FileType.File:
             return None
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with self.fs.open_input_stream(self._path(rel)) as src, open(dest, "wb") as out:
+        with self.fs.open_input_stream(self.path(rel)) as src, open(dest, "wb") as out:
             shutil.copyfileobj(src, out)
         return dest

@@ -12,7 +12,7 @@ from statistics import fmean
 from typing import Any
 
 from sweep.report.load import EVAL_METRIC, TRAIN_METRIC, SweepData, TrialData, uses_eval
-from sweep.report.thresholds import EPS, Thresholds
+from sweep.verdict.thresholds import EPS, Thresholds
 
 Series = list[tuple[int, float]]
 EARLY_STOPS = {"asha": "ASHA", "median": "median stopping", "pbt": "PBT"}  # by the sweep's scheduler.type

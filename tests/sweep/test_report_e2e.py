@@ -16,7 +16,7 @@ import pytest
 from sweep.__main__ import main
 from sweep.report.build import build_report
 from sweep.report.summary import env_status
-from sweep.report.thresholds import Thresholds
+from sweep.verdict.thresholds import Thresholds
 from tests.conftest import TEST_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def _known_numbers(sweep: Path) -> dict[str, dict]:
 def test_report_of_a_real_sweep_matches_its_numbers(real_sweep, tmp_path, capsys):
     assert main(["report", str(real_sweep)]) == 0
     out = real_sweep / "report"
-    assert {"index.html", "summary.md", "learning_curves.png", "metric_vs_params.png"} <= {p.name for p in out.iterdir()}
+    assert {"index.html", "summary.md", "learning_curves.png", "score_vs_params.png"} <= {p.name for p in out.iterdir()}
     assert "## Leaderboard" in capsys.readouterr().out
 
     known = _known_numbers(real_sweep)

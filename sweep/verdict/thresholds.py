@@ -1,4 +1,4 @@
-"""The numbers behind every status and diagnosis in a report, in one place (each is a CLI flag).
+"""The numbers behind every status and verdict, in one place (each is a ``sweep report`` flag).
 
 Per-env status, comparing the env's pass@1 at its first point (step 0: the base policy, when eval ran
 before training) with its best point:
@@ -23,11 +23,19 @@ class Thresholds:
     failing: float = 0.05
     """best pass@1 at or below which an env is FAILING."""
     low_clip: float = 1e-3
-    """mean clip fraction below which the updates barely move the policy (LR likely too low)."""
+    """mean clip fraction below which the updates barely move the policy; read only where clipping can happen
+    (more than one optimizer step per rollout batch: the first is on-policy and never clips)."""
     high_clip: float = 0.2
     """mean clip fraction above which the updates overshoot the trust region (LR likely too high)."""
     high_tool_errors: float = 0.5
     """share of tool turns that fail above which the agent mostly misuses its tools."""
+    no_signal: float = 1e-3
+    """reward/variance_per_prompt at or below which a step had no learning signal (the zero-signal stopper's default)."""
+    tiny_update_kl: float = 1e-5
+    """median policy/update_kl (the policy before vs after each step's update) below which updates are too small to move it."""
+    collapse: float = 0.1
+    """a drop of held-out pass@1 from the trial's best trained eval to its last at least this large, ending
+    at or below the base, is a collapse."""
 
 
 

@@ -1,0 +1,146 @@
+"""The verdict on a loaded sweep: each trial's evidence from its records, its score against its base, its
+label, and the one ranking that the end-of-run leaderboard, ``sweep report`` and ``sweep confirm`` use.
+
+Trials are scored against the base their curve starts from: the sweep's shared base eval (the same for
+every trial of one base), or, in sweeps from before it was shared, the trial's own step 0. Ties are
+computed among the trials that share the winner's base (a paired bootstrap needs the same tasks).
+Reading is ``sweep.report.load``'s job; the math is ``sweep.verdict``'s.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
+from sweep.verdict.labels import TrialEvidence, Verdict, verdict
+from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials
+from sweep.verdict.thresholds import Thresholds
+
+DEFAULT_WINDOW = 2
+
+
+@dataclass(frozen=True)
+class Judged:
+    trial_id: str
+    score: Score
+    verdict: Verdict
+    evidence: TrialEvidence
+    base_key: str  # which base the trial was scored against
+
+
+def _series(trial: TrialData, key: str) -> list[float]:
+    return [float(r[key]) for r in trial.rows if key in r and r[key] is not None]
+
+
+def _episodes_by_step(trial: TrialData) -> dict[int, float]:
+    spent, total = {0: 0.0}, 0.0
+    for r in sorted(trial.rows, key=lambda r: int(r.get("training_iteration", r.get("step", 0)))):
+        total += float(r.get("rollout/episodes", 0.0))
+        spent[int(r.get("training_iteration", r.get("step", 0)))] = total
+    return spent
+
+
+TRAIN_WINDOW = 3  # steps of training reward averaged when a sweep ran no held-out eval
+
+
+def training_points(trial: TrialData) -> tuple[EvalPoint | None, list[EvalPoint], str]:
+    """Without held-out eval: training pass@1, step 1's rollouts (sampled by the untouched base) as the
+    base's point and later steps as trained ones; no per-task results, so no interval."""
+    spent = _episodes_by_step(trial)
+    series = {int(r.get("training_iteration", r.get("step", 0))): float(r[TRAIN_METRIC]) for r in trial.rows if TRAIN_METRIC in r}
+    if 1 not in series:
+        return None, [], f"own:{trial.trial_id}"
+    trained = [EvalPoint(step, value, None, spent.get(step)) for step, value in sorted(series.items()) if step >= 2]
+    return EvalPoint(0, series[1]), trained, f"own:{trial.trial_id}"
+
+
+def eval_points(trial: TrialData, training: bool = False) -> tuple[EvalPoint | None, list[EvalPoint], str]:
+    """(the base's point, the trained evals, the base's key) from the trial's eval lines (``training``: from
+    its training reward, for a sweep that ran no held-out eval)."""
+    if training:
+        return training_points(trial)
+    spent = _episodes_by_step(trial)
+    points, base, key = [], None, f"own:{trial.trial_id}"
+    for line in trial.evals:
+        if "eval/avg_pass_at_1" not in line or "global_step" not in line:
+            continue
+        step = int(line["global_step"])
+        tasks = {k: (int(v[0]), int(v[1])) for k, v in (line.get("tasks") or {}).items()} or None
+        point = EvalPoint(step, float(line["eval/avg_pass_at_1"]), tasks, spent.get(step))
+        if step == 0:
+            base = point
+            key = str(line.get("base_eval") or key)
+        else:
+            points.append(point)
+    return base, sorted(points, key=lambda p: p.step), key
+
+
+def evidence(trial: TrialData, status: str, training: bool = False) -> TrialEvidence:
+    base, evals, _ = eval_points(trial, training)
+    config = trial.trainer_config or {}
+    algorithm = config.get("algorithm") or {}
+    return TrialEvidence(
+        trial_id=trial.trial_id, status=status, error=trial.error.splitlines()[-1] if trial.error else "",
+        base=base, evals=evals,
+        variance_per_prompt=_series(trial, "reward/variance_per_prompt"), update_kl=_series(trial, "policy/update_kl"),
+        update_norm=_series(trial, "policy/update_norm"), clip_frac=_series(trial, "policy/clip_frac"), kl=_series(trial, "policy/kl"),
+        entropy=_series(trial, "policy/entropy"), tool_error_rate=_series(trial, "rollout/tool_error_rate"),
+        optimizer_steps=int(algorithm.get("mini_batches", 2)) * int(algorithm.get("ppo_epochs", 1)),
+    )
+
+
+def score_window(sweep: SweepData) -> int:
+    trainer = (sweep.saved.get("trainer") or {}) if sweep.saved else {}
+    return int(((trainer.get("eval") or {}).get("score_window")) or DEFAULT_WINDOW)
+
+
+def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = None) -> list[Judged]:
+    """Every trial judged, best first (``sweep.verdict.score.rank``'s order)."""
+    th = th or Thresholds()
+    training = not uses_eval(sweep)
+    size = TRAIN_WINDOW if training else score_window(sweep)
+    groups: dict[str, list[TrialData]] = defaultdict(list)
+    bases: dict[str, EvalPoint | None] = {}
+    for trial in sweep.trials:
+        base, _, key = eval_points(trial, training)
+        groups[key].append(trial)
+        bases[key] = bases.get(key) or base
+    scores: dict[str, Score] = {}
+    keys: dict[str, str] = {}
+    for key, members in groups.items():
+        evals = {t.trial_id: eval_points(t, training)[1] for t in members}
+        base = bases[key]
+        if base is None:
+            scores.update({t.trial_id: Score(None) for t in members})
+        else:
+            finished = {t.trial_id for t in members if statuses.get(t.trial_id) == "finished"}
+            scores.update(score_trials(base, evals, size, common_budget(evals, finished)))
+        keys.update({t.trial_id: key for t in members})
+    scores = _ties_only_beside_the_winner(scores, keys)
+    by_id = {t.trial_id: t for t in sweep.trials}
+    errored = {name for name, status in statuses.items() if status == "error"}
+    judged = []
+    for name in rank(scores, errored):
+        ev = evidence(by_id[name], statuses.get(name, "finished"), training)
+        judged.append(Judged(name, scores[name], verdict(ev, scores[name], th), ev, keys[name]))
+    return judged
+
+
+def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str]) -> dict[str, Score]:
+    """Ties were computed within each base's group: keep them only in the overall winner's group."""
+    scored = [name for name, s in scores.items() if s.gain is not None]
+    if not scored:
+        return scores
+    winner = rank({name: scores[name] for name in scored})[0]
+    return {name: s if keys[name] == keys[winner] else Score(**{**s.__dict__, "tied": False}) for name, s in scores.items()}
+
+
+def row(j: Judged, config: dict[str, Any]) -> dict[str, Any]:
+    """A judged trial as the leaderboard stores it."""
+    s = j.score
+    base = j.evidence.base.pass_at_1 if j.evidence.base else None
+    last = j.evidence.evals[-1].pass_at_1 if j.evidence.evals else None
+    return {"trial": j.trial_id, "config": config, "base": base, "last": last, "gain": s.gain, "low": s.low, "high": s.high,
+            "tied": s.tied, "window": list(s.steps), "budget_episodes": s.budget, "verdict": j.verdict.label, "why": j.verdict.why}

@@ -1,0 +1,127 @@
+"""One verdict per trial, with its evidence: the labels are mutually exclusive by construction.
+
+The rules run in a fixed order and the first that holds decides, so a trial is never both "LR too low"
+and "LR too high". A rule says a likely cause with the numbers that make it so; it never speaks where its
+evidence cannot exist: the clip fraction is read only where clipping can happen (more than one optimizer
+step per rollout batch; the first step is on-policy, its ratio is 1), and the update's size is measured
+directly (``policy/update_kl``: the policy before vs after each step's update; ``policy/update_norm``).
+
+    error        the trial failed before a trained eval
+    no eval      it stopped before its first trained eval: nothing held out to judge
+    too high     held-out pass@1 fell below the base by more than noise, or rose and collapsed back
+    no signal    every group's rewards were equal at every step: nothing to learn from
+    learns       held-out pass@1 rose above the base by more than noise
+    too low      it held, and the updates were too small to move the policy
+    env-limited  it held, and the base already solves (or never solves) the held-out tasks
+    flat         it held although the updates moved the policy
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import fmean, median
+
+from sweep.verdict.score import EvalPoint, Score
+from sweep.verdict.thresholds import EPS, Thresholds
+
+LABELS = ("learns", "too low", "too high", "no signal", "env-limited", "flat", "no eval", "error")
+
+
+@dataclass(frozen=True)
+class TrialEvidence:
+    """What the rules read about one trial: its fate, its held-out evals (``base`` is step 0) and per-step
+    training curves, oldest first (empty when not reported)."""
+
+    trial_id: str
+    status: str = "finished"
+    error: str = ""
+    base: EvalPoint | None = None
+    evals: list[EvalPoint] = field(default_factory=list)
+    variance_per_prompt: list[float] = field(default_factory=list)
+    update_kl: list[float] = field(default_factory=list)
+    update_norm: list[float] = field(default_factory=list)
+    clip_frac: list[float] = field(default_factory=list)
+    kl: list[float] = field(default_factory=list)
+    entropy: list[float] = field(default_factory=list)
+    tool_error_rate: list[float] = field(default_factory=list)
+    optimizer_steps: int = 1  # optimizer steps per rollout batch (mini_batches x ppo_epochs)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str
+    why: str
+
+
+def _interval(s: Score) -> str:
+    spread = f", {100 * 0.9:.0f}% interval [{s.low:+.3f}, {s.high:+.3f}]" if s.low is not None and s.high is not None else ""
+    return f"gain {s.gain:+.3f}{spread} over the base (evals at steps {', '.join(map(str, s.steps))})"
+
+
+def _blowup(t: TrialEvidence, th: Thresholds) -> str:
+    """What went wrong with the policy, where the curves say so."""
+    signs = []
+    if len(t.kl) >= 2 and t.kl[-1] > 10 * max(t.kl[0], 1e-6):
+        signs.append(f"KL to the reference {t.kl[0]:.2g} → {t.kl[-1]:.2g}")
+    if len(t.entropy) >= 2 and t.entropy[0] > 0 and t.entropy[-1] > 2 * t.entropy[0]:
+        signs.append(f"entropy {t.entropy[0]:.3g} → {t.entropy[-1]:.3g}")
+    if t.optimizer_steps > 1 and t.clip_frac and fmean(t.clip_frac) > th.high_clip:  # clipping can happen, and did, a lot
+        signs.append(f"mean clip fraction {fmean(t.clip_frac):.2f} > {th.high_clip:g}")
+    if len(t.tool_error_rate) >= 2 and t.tool_error_rate[-1] > t.tool_error_rate[0] + 0.1:
+        signs.append(f"failed tool turns {t.tool_error_rate[0]:.2f} → {t.tool_error_rate[-1]:.2f}")
+    return f" ({'; '.join(signs)})" if signs else ""
+
+
+def _collapse(t: TrialEvidence, th: Thresholds) -> tuple[EvalPoint, EvalPoint] | None:
+    """(peak, last) when the trial rose and fell back: the last eval at least ``collapse`` below its best
+    trained one and at or below the base (plus ``min_delta``)."""
+    trained = [e for e in t.evals if e.step >= 1]
+    if len(trained) < 2 or t.base is None:
+        return None
+    peak, last = max(trained, key=lambda e: e.pass_at_1), trained[-1]
+    if peak.pass_at_1 - last.pass_at_1 >= th.collapse - EPS and last.pass_at_1 <= t.base.pass_at_1 + th.min_delta + EPS and peak is not last:
+        return peak, last
+    return None
+
+
+def _tiny_update(t: TrialEvidence, th: Thresholds) -> str | None:
+    """The evidence that the updates were too small, or None: the measured update size where reported;
+    in sweeps from before it was, the clip fraction where clipping can happen, with a negligible KL."""
+    if t.update_kl:
+        kl = median(t.update_kl)
+        if kl >= th.tiny_update_kl:
+            return None
+        norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
+        return f"median update KL {kl:.1e} < {th.tiny_update_kl:g}{norm}"
+    if t.optimizer_steps > 1 and t.clip_frac and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
+        return f"mean clip fraction {fmean(t.clip_frac):.1e} < {th.low_clip:g} over {t.optimizer_steps} optimizer steps per batch"
+    return None
+
+
+def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None) -> Verdict:
+    """The first rule that holds, in the module's order."""
+    th = th or Thresholds()
+    if s.gain is None:
+        if t.status == "error":
+            return Verdict("error", t.error or "the trial failed before its first trained eval")
+        return Verdict("no eval", f"{t.status} before its first trained eval: nothing held out to judge")
+    collapsed = _collapse(t, th)
+    if s.moved == "fell":
+        return Verdict("too high", f"held-out pass@1 fell below the base: {_interval(s)}{_blowup(t, th)}; lower the LR or raise kl_coef")
+    if collapsed:
+        peak, last = collapsed
+        return Verdict("too high", f"held-out pass@1 rose to {peak.pass_at_1:.3f} at step {peak.step}, then fell back to {last.pass_at_1:.3f} "
+                                   f"at step {last.step} (base {t.base.pass_at_1:.3f}){_blowup(t, th)}; lower the LR or raise kl_coef")
+    if t.variance_per_prompt and max(t.variance_per_prompt) <= th.no_signal + EPS:
+        return Verdict("no signal", f"reward/variance_per_prompt ≤ {th.no_signal:g} at all {len(t.variance_per_prompt)} steps: every group's "
+                                    "rewards were equal (other tasks, more samples per prompt or another base)")
+    if s.moved == "rose":
+        return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
+    if tiny := _tiny_update(t, th):
+        return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR")
+    base = t.base.pass_at_1 if t.base else None
+    if base is not None and (base >= th.saturated - EPS or base <= th.failing + EPS):
+        where = "already solves" if base >= th.saturated - EPS else "almost never solves"
+        return Verdict("env-limited", f"held-out pass@1 held ({_interval(s)}); the base {where} the held-out tasks ({base:.3f})")
+    moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
+    return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{moved}: more steps, or another KL or n")

@@ -1,0 +1,132 @@
+"""A trial's score and the sweep's ranking: pure functions over eval points, hand-tested.
+
+The score is the gain of held-out pass@1 over the shared base: the mean of the trial's last ``window``
+trained evals minus the base's, never a maximum (a maximum over a noisy curve crowns the luckiest draw,
+and one that includes step 0 crowns the base itself). Noise: the evals are over a fixed set of held-out
+tasks, and a task's episodes are correlated (a binomial over episodes would be far too narrow), so the
+interval is a bootstrap over tasks, paired: each resample draws the same tasks for the base, every eval
+and every trial. Ties: a trial is tied with the winner when the winner's lead over it is not above zero
+in 95% of resamples. Cost: when trials spend different rollout episodes per step (``n`` swept), the window
+is cut at the episodes the cheapest finished trial spent, so trials are compared at equal compute.
+Ranking: trials that fell below the base by more than noise come after every trial that held or rose;
+errors and trials without a trained eval come last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LEVEL = 0.9  # the interval's coverage
+BOOTSTRAP = 2000
+TIE_QUANTILE = 0.05  # tied unless the winner leads in 95% of resamples
+UNPAIRED_MARGIN = 0.05  # without per-task results (no interval), a gain within this of 0 counts as held
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """One held-out eval: after ``step`` updates (0: the base), its pass@1 over tasks, the per-task
+    ``(passes, valid episodes)`` when known, and the rollout episodes the trial had spent by then."""
+
+    step: int
+    pass_at_1: float
+    tasks: Mapping[str, tuple[int, int]] | None = None
+    episodes: float | None = None
+
+
+@dataclass(frozen=True)
+class Score:
+    gain: float | None  # None: no trained eval to score
+    low: float | None = None  # the interval (None without per-task results)
+    high: float | None = None
+    steps: tuple[int, ...] = ()  # the evals averaged
+    budget: float | None = None  # episodes the window was cut at (None: no cut)
+    tied: bool = False  # within noise of the winner (the winner itself: False)
+
+    @property
+    def moved(self) -> str:
+        """``rose`` (interval above 0), ``fell`` (below), ``held`` (contains it), ``unknown``."""
+        if self.gain is None:
+            return "unknown"
+        if self.low is None or self.high is None:
+            return "rose" if self.gain >= UNPAIRED_MARGIN else "fell" if self.gain <= -UNPAIRED_MARGIN else "held"
+        return "rose" if self.low > 0 else "fell" if self.high < 0 else "held"
+
+
+def window(evals: Sequence[EvalPoint], size: int, budget: float | None = None) -> list[EvalPoint]:
+    """The last ``size`` trained evals (step ≥ 1) spent within ``budget`` episodes."""
+    trained = [e for e in sorted(evals, key=lambda e: e.step) if e.step >= 1]
+    if budget is not None:
+        trained = [e for e in trained if e.episodes is None or e.episodes <= budget + 1e-9]
+    return trained[-size:]
+
+
+def common_budget(trials: Mapping[str, Sequence[EvalPoint]], finished: set[str]) -> float | None:
+    """The episodes the cheapest finished trial spent by its last eval, when finished trials spent
+    different amounts (else None: steps are already equal compute)."""
+    spent = {max(e.episodes for e in evals) for name, evals in trials.items() if name in finished for e in evals[-1:]
+             if all(p.episodes is not None for p in evals)}
+    return min(spent) if len(spent) > 1 else None
+
+
+def _rates(points: Sequence[EvalPoint], tasks: list[str]) -> np.ndarray:
+    """Per task, its pass rate averaged over the points (NaN where a point has no valid episode of it)."""
+    table = np.full((len(points), len(tasks)), np.nan)
+    for i, point in enumerate(points):
+        for j, task in enumerate(tasks):
+            passes, valid = (point.tasks or {}).get(task, (0, 0))
+            if valid:
+                table[i, j] = passes / valid
+    with np.errstate(all="ignore"):
+        return np.nanmean(table, axis=0) if len(points) else np.full(len(tasks), np.nan)
+
+
+def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
+                 draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
+    """Every trial's score against one base, the intervals from one paired bootstrap over the base's tasks;
+    the winner (the highest gain) gets the others' ties."""
+    tasks = sorted(base.tasks or {})
+    windows = {name: window(evals, size, budget) for name, evals in trials.items()}
+    paired = bool(tasks) and all(p.tasks for points in windows.values() for p in points)
+    picks = np.random.default_rng(seed).integers(0, len(tasks), (draws, len(tasks))) if paired else None
+    diffs = {name: _rates(points, tasks) - _rates([base], tasks) for name, points in windows.items() if points} if paired else {}
+    resampled = {name: np.nanmean(diff[picks], axis=1) for name, diff in diffs.items()}
+    scores = {}
+    for name, points in windows.items():
+        if not points:
+            scores[name] = Score(None, budget=budget)
+        elif paired:
+            gain = float(np.nanmean(diffs[name]))
+            low, high = np.nanquantile(resampled[name], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+            scores[name] = Score(gain, float(low), float(high), tuple(p.step for p in points), budget)
+        else:
+            gain = float(np.mean([p.pass_at_1 for p in points]) - base.pass_at_1)
+            scores[name] = Score(gain, steps=tuple(p.step for p in points), budget=budget)
+    return _with_ties(scores, resampled)
+
+
+def _with_ties(scores: dict[str, Score], resampled: Mapping[str, np.ndarray]) -> dict[str, Score]:
+    scored = [name for name, s in scores.items() if s.gain is not None]
+    if not scored:
+        return scores
+    winner = max(scored, key=lambda name: (scores[name].gain, name))
+    out = dict(scores)
+    for name in scored:
+        if name == winner or name not in resampled or winner not in resampled:
+            continue
+        lead = resampled[winner] - resampled[name]
+        out[name] = Score(**{**scores[name].__dict__, "tied": bool(np.nanquantile(lead, TIE_QUANTILE) <= 0)})
+    return out
+
+
+def rank(scores: Mapping[str, Score], errored: set[str] | None = None) -> list[str]:
+    """Best first: rose or held by gain, then fell by gain, then trials without a trained eval; errors last."""
+    errored = errored or set()
+
+    def key(name: str) -> tuple:
+        s = scores[name]
+        return (name in errored, s.gain is None, s.moved == "fell", -(s.gain or 0.0), name)
+
+    return sorted(scores, key=key)

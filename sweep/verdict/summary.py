@@ -1,0 +1,50 @@
+"""The two or three sentences that open a sweep's report: which setting won, by how much over the base,
+and why the others lost. Pure text from the ranking and the labels."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sweep.verdict.labels import Verdict
+from sweep.verdict.score import Score
+
+WHY_THEY_LOST = {
+    "too high": "too high (fell below the base or collapsed)",
+    "too low": "too low (updates too small to move the policy)",
+    "no signal": "without signal (every group's rewards equal)",
+    "flat": "flat (moved the policy, not the held-out score)",
+    "env-limited": "limited by the environment",
+    "no eval": "stopped before a trained eval",
+    "error": "failed",
+    "learns": "learners behind the winner",
+}
+
+
+def setting(config: Mapping[str, Any]) -> str:
+    """``lr=1e-04, kl_coef=0.1, n=8``: the swept keys by their last part."""
+    short = {"n_samples_per_prompt": "n"}
+    parts = []
+    for key, value in config.items():
+        name = key.split(".")[-1]
+        shown = f"{value:.2g}" if isinstance(value, float) and 0 < abs(value) < 1e-2 else str(value)
+        parts.append(f"{short.get(name, name)}={shown}")
+    return ", ".join(parts) or "the base config"
+
+
+def verdict_text(ranked: Sequence[tuple[str, Mapping[str, Any], Score, Verdict]], base: float | None) -> str:
+    """``ranked``: (trial id, swept config, score, verdict), best first."""
+    if not ranked or ranked[0][2].gain is None:
+        return "No trial reached a trained held-out eval, so there is no winner yet."
+    name, config, score, top = ranked[0]
+    spread = f" (90% interval {score.low:+.3f} to {score.high:+.3f})" if score.low is not None else ""
+    start = f" from the base's {base:.3f}" if base is not None else ""
+    lead = f"#1 is trial {name} ({setting(config)}): held-out pass@1 {score.gain:+.3f}{start}{spread}; verdict: {top.label}."
+    if top.label != "learns":
+        lead += " No trial rose above the base by more than noise."
+    tied = [n for n, _, s, _ in ranked[1:] if s.tied]
+    ties = f" {len(tied)} more within noise of it ({', '.join(tied)}): confirm with `sweep confirm` before trusting the order." if tied else ""
+    losers = Counter(v.label for n, _, s, v in ranked[1:] if not s.tied)
+    lost = "; ".join(f"{count} {WHY_THEY_LOST.get(label, label)}" for label, count in losers.most_common())
+    return lead + ties + (f" The others: {lost}." if lost else "")

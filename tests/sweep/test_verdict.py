@@ -1,0 +1,114 @@
+"""The verdict on hand-made histories: the score, its noise, the ranking and one label per trial."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweep.verdict.labels import LABELS, TrialEvidence, verdict
+from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, window
+from sweep.verdict.thresholds import Thresholds
+
+TASKS = [f"hotel-{i:02d}" for i in range(20)]
+
+
+def point(step: int, rate: float, episodes: float | None = None, n: int = 16, spread: float = 0.0) -> EvalPoint:
+    """An eval of 20 tasks whose pass rates average ``rate`` (task i offset by ``spread`` x (i - 9.5) / 9.5),
+    each task's passes drawn from its binomial with a seed of its own, as a real eval's would be."""
+    import numpy as np
+
+    rng = np.random.default_rng([step, round(rate * 1000), round(spread * 1000)])
+    tasks = {}
+    for i, key in enumerate(TASKS):
+        p = min(1.0, max(0.0, rate + spread * (i - 9.5) / 9.5))
+        tasks[key] = (int(rng.binomial(n, p)), n)
+    mean = sum(c / v for c, v in tasks.values()) / len(tasks)
+    return EvalPoint(step, mean, tasks, episodes)
+
+
+BASE = point(0, 0.3, spread=0.25)
+
+
+def test_the_score_is_the_window_mean_minus_the_base_by_hand():
+    base = EvalPoint(0, 0.25, {"a": (1, 4), "b": (0, 4)})  # task rates 0.25 and 0
+    evals = [EvalPoint(5, 0.875, {"a": (4, 4), "b": (3, 4)}), EvalPoint(10, 0.5, {"a": (2, 4), "b": (2, 4)}), EvalPoint(15, 0.25, {"a": (1, 4), "b": (1, 4)})]
+    [s] = score_trials(base, {"t": evals}, size=2).values()
+    # the last two evals: task a (0.5 + 0.25) / 2 = 0.375, task b (0.5 + 0.25) / 2 = 0.375; minus the base's 0.25 and 0
+    assert s.gain == pytest.approx(((0.375 - 0.25) + (0.375 - 0.0)) / 2) and s.steps == (10, 15)
+    assert s.low <= s.gain <= s.high
+    without_tasks = score_trials(EvalPoint(0, 0.25), {"t": [EvalPoint(s_, p) for s_, p in ((5, 0.875), (10, 0.5), (15, 0.25))]}, size=2)
+    assert without_tasks["t"].gain == pytest.approx(0.375 - 0.25) and without_tasks["t"].low is None  # no per-task results: no interval
+
+
+def test_a_collapsed_trial_with_the_best_early_score_ranks_below_a_slow_learner():
+    collapsed = [point(5, 0.55, spread=0.25), point(10, 0.05), point(15, 0.0)]  # the best single eval of the sweep, then gone
+    slow = [point(5, 0.33, spread=0.25), point(10, 0.40, spread=0.25), point(15, 0.43, spread=0.25)]
+    flat = [point(5, 0.3, spread=0.25), point(10, 0.31, spread=0.25), point(15, 0.29, spread=0.25)]
+    scores = score_trials(BASE, {"collapsed": collapsed, "slow": slow, "flat": flat}, size=2)
+    assert scores["collapsed"].moved == "fell" and scores["slow"].moved == "rose" and scores["flat"].moved == "held"
+    assert rank(scores) == ["slow", "flat", "collapsed"]
+    assert max(e.pass_at_1 for e in collapsed) > max(e.pass_at_1 for e in slow)  # a maximum would have crowned it
+    assert verdict(TrialEvidence("collapsed", evals=collapsed, base=BASE), scores["collapsed"]).label == "too high"
+    assert verdict(TrialEvidence("slow", evals=slow, base=BASE), scores["slow"]).label == "learns"
+
+
+def test_a_fall_below_the_base_never_ranks_above_a_trial_that_held():
+    scores = {"fell": Score(-0.02, -0.04, -0.005), "held": Score(-0.03, -0.09, 0.02), "none": Score(None)}
+    assert rank(scores) == ["held", "fell", "none"]
+    assert rank({"a": Score(0.2, 0.1, 0.3), "b": Score(0.1, 0.05, 0.2)}, errored={"a"}) == ["b", "a"]
+
+
+def test_trials_within_noise_of_the_winner_are_ties():
+    scores = score_trials(BASE, {
+        "winner": [point(10, 0.45, spread=0.25), point(15, 0.46, spread=0.25)],
+        "close": [point(10, 0.44, spread=0.25), point(15, 0.45, spread=0.25)],
+        "behind": [point(10, 0.31, spread=0.25), point(15, 0.30, spread=0.25)],
+    }, size=2)
+    assert rank(scores)[0] == "winner" and not scores["winner"].tied
+    assert scores["close"].tied and not scores["behind"].tied
+
+
+def test_trials_that_spend_more_per_step_are_compared_at_equal_episodes():
+    cheap = [point(5, 0.35, episodes=160), point(10, 0.40, episodes=320)]
+    dear = [point(5, 0.38, episodes=320), point(10, 0.45, episodes=640)]
+    budget = common_budget({"cheap": cheap, "dear": dear}, finished={"cheap", "dear"})
+    assert budget == 320 and [p.step for p in window(dear, 2, budget)] == [5]
+    assert common_budget({"a": cheap, "b": cheap}, finished={"a", "b"}) is None  # equal cost: no cut
+
+
+def test_one_label_per_trial_even_where_the_old_rules_contradicted():
+    """LR 1.2e-4 in the demo drew both "flat, clip ≈ 0: LR too low" and "KL rising while pass@1 falls: LR too high"."""
+    evals = [point(5, 0.30, spread=0.25), point(10, 0.27, spread=0.25)]
+    evidence = TrialEvidence("t", evals=evals, base=BASE, clip_frac=[0.0] * 10, kl=[0.001 * i for i in range(1, 11)],
+                             variance_per_prompt=[0.1] * 10, update_kl=[2e-3] * 10)
+    s = score_trials(BASE, {"t": evals}, size=2)["t"]
+    v = verdict(evidence, s)
+    assert v.label in LABELS and v.label == "flat" and "update KL" in v.why
+
+
+def test_the_clip_rule_is_silent_with_one_on_policy_step_per_batch():
+    """With one optimizer step per rollout batch the ratio is 1 and nothing is ever clipped, whatever the LR."""
+    evals = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    s = score_trials(BASE, {"t": evals}, size=2)["t"]
+    old_sweep = {"evals": evals, "base": BASE, "clip_frac": [0.0] * 10, "kl": [1e-6] * 10, "variance_per_prompt": [0.1] * 10}
+    assert verdict(TrialEvidence("t", optimizer_steps=1, **old_sweep), s).label == "flat"
+    assert verdict(TrialEvidence("t", optimizer_steps=2, **old_sweep), s).label == "too low"
+
+
+def test_the_measured_update_size_decides_too_low():
+    evals = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    s = score_trials(BASE, {"t": evals}, size=2)["t"]
+    tiny = TrialEvidence("t", evals=evals, base=BASE, update_kl=[3e-8] * 10, update_norm=[1e-7] * 10, variance_per_prompt=[0.1] * 10)
+    v = verdict(tiny, s)
+    assert v.label == "too low" and "3.0e-08" in v.why and "raise the LR" in v.why
+
+
+def test_no_signal_env_limited_no_eval_and_error():
+    evals = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    s = score_trials(BASE, {"t": evals}, size=2)["t"]
+    assert verdict(TrialEvidence("t", evals=evals, base=BASE, variance_per_prompt=[0.0] * 8), s).label == "no signal"
+    solved = point(0, 0.97)
+    s2 = score_trials(solved, {"t": [point(5, 0.97), point(10, 0.96)]}, size=2)["t"]
+    assert verdict(TrialEvidence("t", evals=[point(5, 0.97)], base=solved, variance_per_prompt=[0.01]), s2, Thresholds()).label == "env-limited"
+    assert verdict(TrialEvidence("t", status="stopped early"), Score(None)).label == "no eval"
+    assert verdict(TrialEvidence("t", status="error", error="OOM"), Score(None)) == verdict(TrialEvidence("t", status="error", error="OOM"), Score(None))
+    assert verdict(TrialEvidence("t", status="error", error="OOM"), Score(None)).why == "OOM"
