@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     from grpo.data import trial_tasks
 
     exit_with_parent(os.getppid())  # a driver killed meanwhile takes the eval with it
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")  # the HTTP clients' per-request lines stay out
+    logging.getLogger("grpo").setLevel(logging.INFO)
     raw, out = (argv or sys.argv[1:])[:2]
     cfg = TrainerConfig.model_validate({**json.loads(raw), "output_dir": out})
     if cfg.torch_threads:
@@ -159,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     models = build_models(cfg, train_tasks)
     with open_environments(cfg, eval_tasks) as envs:
         metrics = evaluate(cfg, models, eval_tasks, envs, global_step=0)
-    print(json.dumps(metrics))
+    print(f"base eval: held-out pass@1 {metrics['eval/avg_pass_at_1']:.3f} over {len(eval_tasks)} tasks x {cfg.eval.n_samples} samples "
+          f"in {metrics['timing/eval_s']:.0f} s ({out})", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""``python -m sweep``: run, resume, validate, report, train, forecast, data split, envs check.
+"""``python -m sweep``: run, resume, confirm, validate, report, train, forecast, data split, envs check.
 
     python -m sweep run sweep/search_spaces/demo_cpu.yaml     # a Ray Tune sweep, then a leaderboard
     python -m sweep resume sweep_results/demo_cpu             # continue a sweep whose driver died (or s3://...)
+    python -m sweep confirm sweep_results/demo_cpu --top 3    # the top settings again with fresh seeds; export the winner
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep report sweep_results/demo_cpu             # what won and why: report/index.html, plots, summary.md
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune (--workers 2: FSDP2 ranks)
@@ -60,6 +61,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.num_samples is not None:
         sets["search.num_samples"] = args.num_samples
     return run_sweep(load_space(args.space, sets), fresh=args.fresh, space=str(args.space))
+
+
+def _cmd_confirm(args: argparse.Namespace) -> int:
+    from sweep.confirm import run_confirm
+
+    return run_confirm(args.path, top=args.top, seeds=args.seeds, steps=args.steps, fresh=args.fresh)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -126,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     resume = commands.add_parser("resume", help="continue a sweep whose driver died (its directory or s3:// URI)")
     resume.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
     resume.set_defaults(func=_cmd_resume)
+    confirm = commands.add_parser("confirm", help="re-run a finished sweep's top settings with fresh seeds and more steps; export the winner")
+    confirm.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
+    confirm.add_argument("--top", type=int, default=3, help="settings to confirm, best first (default 3)")
+    confirm.add_argument("--seeds", type=int, default=2, help="fresh RL seeds per setting (default 2)")
+    confirm.add_argument("--steps", type=int, help="GRPO steps per trial (default: twice the sweep's)")
+    confirm.add_argument("--fresh", action="store_true", help="delete an earlier confirmation of this sweep and start over")
+    confirm.set_defaults(func=_cmd_confirm)
     check = commands.add_parser("validate", help="check a space file without running it")
     check.add_argument("space", type=Path)
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable (as sweep run)")

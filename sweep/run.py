@@ -15,10 +15,11 @@ from sweep.config import SweepConfig
 from sweep.storage import Storage, open_storage
 
 
-def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE") -> int:
+def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None) -> int:
     """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed.
 
     A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
+    ``base_evals_from``: another sweep in the same storage whose base evals this one shares (``sweep confirm``).
     """
     from sweep.bases import prepare_bases
     from sweep.resume import save_config, start_fresh
@@ -26,6 +27,8 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE") -> in
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     start_fresh(store, cfg.name, fresh, space)
+    if base_evals_from and store.exists(base_evals_from, "base_evals"):
+        store.copy((base_evals_from, "base_evals"), (cfg.name, "base_evals"))
     prepare_environment()
     prepare_bases(cfg, store)
     save_config(store, cfg)
@@ -93,7 +96,23 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     leaderboard.render(rows)
     leaderboard.save(rows, store, cfg.name)
     print(f"results: {store.display(cfg.name)}")
+    write_report(store, cfg.name)
     return 1 if fates and all(r.status == "error" for r in fates) else 0
+
+
+def write_report(store: Storage, name: str) -> None:
+    """The sweep's report (``sweep report``'s), written where that command writes it; the sweep's results
+    stand whatever happens here, so a failure is said, not raised."""
+    from sweep.report import make_report
+    from sweep.resume import experiment_uri
+
+    uri = experiment_uri(store.uri, name)
+    try:
+        out, _ = make_report(uri)
+    except Exception as exc:  # noqa: BLE001 - the results are stored; say how to retry
+        print(f"the report could not be written ({type(exc).__name__}: {exc}); retry with `python -m sweep report {uri}`")
+        return
+    print(f"report: {out / 'index.html'}")
 
 
 def prepare_environment() -> None:

@@ -71,6 +71,10 @@ class Storage:
         """Copy a local file (or directory, recursively) to ``parts`` under the root."""
         pafs.copy_files(str(local), self.path(*parts), source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
 
+    def copy(self, source: tuple[str, ...], target: tuple[str, ...]) -> None:
+        """Copy a file or directory within this storage."""
+        pafs.copy_files(self.path(*source), self.path(*target), source_filesystem=self.fs, destination_filesystem=self.fs)
+
     def download(self, local: str | Path, *parts: str) -> bool:
         """Copy ``parts`` (a file or directory) to a local path; False when it is not there."""
         if not self.exists(*parts):

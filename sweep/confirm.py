@@ -1,0 +1,176 @@
+"""``python -m sweep confirm SWEEP``: does the winner stay the winner with fresh seeds and more steps?
+
+A sweep ranks each setting by one trial: one RL seed, a short horizon. ``confirm`` re-runs its top
+``--top`` settings, each with ``--seeds`` fresh RL seeds (same base, same held-out tasks), for ``--steps``
+steps (default: twice the sweep's), as a sweep of its own (``{name}_confirm`` beside it, no early
+stopping, the original's base eval reused), judges it with the same verdict, and says per setting the
+gain of every seed and their mean, and whether the original #1 is still the best. The confirmed winner is
+exported to ``{sweep}/winner/``: ``trainer.yaml`` (a runnable trainer config: ``sweep train`` it) and
+the newest checkpoint of its best seed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any
+
+import yaml
+
+from configkit.base import ConfigError
+from sweep.config import SweepConfig
+from sweep.storage import Storage, open_storage
+
+CONFIRM_SEED_BASE = 1000  # fresh RL seeds: apart from the seeds a sweep draws (0, 1, 2, ...)
+WINNER_DIR = "winner"
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    setting: dict[str, Any]
+    original_rank: int
+    original_gain: float | None
+    gains: list[float | None]  # per fresh seed
+    verdicts: list[str]
+
+    @property
+    def mean(self) -> float | None:
+        known = [g for g in self.gains if g is not None]
+        return fmean(known) if known else None
+
+
+def top_settings(rows: list[dict[str, Any]], top: int) -> list[tuple[int, dict[str, Any], float | None]]:
+    """(rank, swept config, gain) of the best ``top`` distinct settings with a trained eval, best first."""
+    found: list[tuple[int, dict[str, Any], float | None]] = []
+    for rank, row in enumerate(rows, start=1):
+        setting = {k: v for k, v in row.get("config", {}).items() if k != "seed"}
+        if row.get("gain") is None or any(setting == s for _, s, _ in found):
+            continue
+        found.append((rank, setting, row["gain"]))
+        if len(found) == top:
+            break
+    return found
+
+
+def confirm_config(cfg: SweepConfig, settings: list[dict[str, Any]], seeds: list[int], steps: int, source: str) -> SweepConfig:
+    """The confirming sweep: every setting with every fresh seed, as listed points, no early stopping."""
+    from sweep.loader import parse_sweep
+
+    data = cfg.model_dump(mode="json")
+    space = dict(data["space"])
+    space["seed"] = {"type": "choice", "values": seeds}
+    points = [{**_active(cfg, setting), "seed": seed} for setting in settings for seed in seeds]
+    data.update(
+        name=f"{cfg.name}_confirm",
+        space=space,
+        search={**data["search"], "searcher": "random", "num_samples": len(points), "points_to_evaluate": points,
+                "sampler": "tpe", "constant_liar": True, "n_startup_trials": 2},
+        scheduler={"type": "fifo"},
+        stopping={"zero_signal": {"enabled": False}},
+    )
+    data["trainer"]["total_steps"] = steps
+    return parse_sweep(data, source)
+
+
+def _active(cfg: SweepConfig, setting: dict[str, Any]) -> dict[str, Any]:
+    """A setting's keys that its trial sampled (a conditional key whose condition failed is left out)."""
+    return {k: v for k, v in setting.items() if k in cfg.space and cfg.space[k].active(setting)}
+
+
+def summarize(original: list[tuple[int, dict[str, Any], float | None]], rows: list[dict[str, Any]], seeds: list[int]) -> list[SettingResult]:
+    by_setting: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for row in rows:
+        config = dict(row.get("config", {}))
+        seed = config.pop("seed", None)
+        by_setting[json.dumps(config, sort_keys=True)][seed] = row
+    results = []
+    for rank, setting, gain in original:
+        runs = by_setting.get(json.dumps({k: v for k, v in setting.items()}, sort_keys=True), {})
+        results.append(SettingResult(setting, rank, gain, [runs.get(s, {}).get("gain") for s in seeds], [runs.get(s, {}).get("verdict", "-") for s in seeds]))
+    return results
+
+
+def holds(results: list[SettingResult]) -> bool:
+    """The original #1 still has the best mean gain over the fresh seeds."""
+    scored = [r for r in results if r.mean is not None]
+    return bool(scored) and max(scored, key=lambda r: r.mean).original_rank == min(r.original_rank for r in results)
+
+
+def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[str, Any]], winner: SettingResult) -> str:
+    """``{sweep}/winner/trainer.yaml`` (the confirming sweep's base trainer with the winning setting and its
+    best seed) and the newest checkpoint of that seed's trial; returns where."""
+    from sweep.report.store import SweepStore
+    from sweep.resume import experiment_uri
+
+    best = max((r for r in rows if {k: v for k, v in r["config"].items() if k != "seed"} == winner.setting and r.get("gain") is not None),
+               key=lambda r: r["gain"])
+    trainer = cfg.trainer.model_dump(mode="json", exclude_none=True)
+    for key, value in {**_active(cfg, winner.setting), "seed": best["config"]["seed"]}.items():
+        node = trainer
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    for key in ("output_dir", "resume_from"):
+        trainer.pop(key, None)
+    trainer.get("checkpoint", {}).pop("dir", None)
+    header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
+              f"{winner.mean:+.3f} over {len(winner.gains)} fresh seeds. Run it: python -m sweep train THIS_FILE\n"
+              f"# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n")
+    store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
+    confirm = SweepStore(experiment_uri(store.uri, f"{name}_confirm"))
+    folder = next((d for d in confirm.subdirs() if best["trial"] in d), None)
+    checkpoints = sorted(d for d in (confirm.subdirs(folder) if folder else []) if d.startswith("checkpoint_"))
+    if checkpoints:
+        store.copy((f"{name}_confirm", folder, checkpoints[-1]), (name, WINNER_DIR, "checkpoint"))
+    return store.display(name, WINNER_DIR)
+
+
+def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from sweep.verdict.summary import setting
+
+    table = Table(title=f"Confirmation: the top settings with fresh seeds {seeds}")
+    for column in ("sweep rank", "setting", "sweep gain", *[f"seed {s}" for s in seeds], "mean", "verdicts"):
+        table.add_column(column)
+    for r in results:
+        gains = [f"{g:+.3f}" if g is not None else "-" for g in r.gains]
+        table.add_row(str(r.original_rank), setting(r.setting), f"{r.original_gain:+.3f}" if r.original_gain is not None else "-",
+                      *gains, f"{r.mean:+.3f}" if r.mean is not None else "-", ", ".join(r.verdicts))
+    Console(width=170).print(table)
+    print("The ranking holds: the sweep's #1 has the best mean gain over fresh seeds." if held else
+          "The ranking does not hold: another setting did better over fresh seeds than the sweep's #1.")
+
+
+def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False) -> int:
+    from sweep.resume import load_config
+    from sweep.run import run_sweep
+    from sweep.storage import split_experiment
+
+    storage_uri, name = split_experiment(uri)
+    store = open_storage(storage_uri)
+    cfg = load_config(store, name)
+    if not store.exists(name, "leaderboard.json"):
+        raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
+    rows = json.loads(store.read_text(name, "leaderboard.json"))
+    original = top_settings(rows, top)
+    if not original:
+        raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")
+    fresh_seeds = [CONFIRM_SEED_BASE + i for i in range(seeds)]
+    confirm = confirm_config(cfg, [s for _, s, _ in original], fresh_seeds, steps or 2 * cfg.trainer.total_steps, f"{store.display(name)}/{cfg.name}_confirm")
+    status = run_sweep(confirm, fresh=fresh, space=f"sweep confirm {uri}", base_evals_from=name)
+    confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
+    results = summarize(original, confirmed, fresh_seeds)
+    held = holds(results)
+    render(results, fresh_seeds, held)
+    winner = max((r for r in results if r.mean is not None), key=lambda r: r.mean, default=None)
+    summary = {"holds": held, "seeds": fresh_seeds, "steps": confirm.trainer.total_steps,
+               "settings": [{**r.__dict__, "mean": r.mean} for r in results]}
+    store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
+    if winner is not None:
+        print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
+    return status

@@ -1,0 +1,88 @@
+"""``sweep confirm``: the top settings again with fresh seeds, whether the ranking holds, the winner exported."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep.confirm import SettingResult, confirm_config, holds, summarize, top_settings
+from sweep.loader import load_space
+from tests.conftest import TEST_MODEL
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = [  # a judged leaderboard, best first
+    {"trial": "a", "config": {"optim.lr": 1e-4, "algorithm.kl_coef": 0.1}, "gain": 0.2},
+    {"trial": "b", "config": {"optim.lr": 1e-4, "algorithm.kl_coef": 0.1}, "gain": 0.15},  # the same setting again
+    {"trial": "c", "config": {"optim.lr": 3e-5, "algorithm.kl_coef": 0.0}, "gain": 0.1},
+    {"trial": "d", "config": {"optim.lr": 1e-2, "algorithm.kl_coef": 0.0}, "gain": None},  # no trained eval
+]
+
+
+def test_the_top_distinct_settings_and_whether_the_ranking_holds():
+    top = top_settings(ROWS, 3)
+    assert [(rank, s["optim.lr"]) for rank, s, _ in top] == [(1, 1e-4), (3, 3e-5)]
+    confirmed = [{"config": {**s, "seed": seed}, "gain": g, "verdict": "learns"}
+                 for (_, s, _), gains in zip(top, ([0.18, 0.22], [0.25, 0.05])) for seed, g in zip((1000, 1001), gains)]
+    results = summarize(top, confirmed, [1000, 1001])
+    assert [r.mean for r in results] == [pytest.approx(0.2), pytest.approx(0.15)] and holds(results)
+    assert not holds([SettingResult({}, 1, 0.2, [0.1], ["flat"]), SettingResult({}, 2, 0.1, [0.3], ["learns"])])
+
+
+def test_the_confirming_sweep_runs_every_setting_with_every_fresh_seed(tmp_path):
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump({
+        "name": "s", "trainer": {"total_steps": 4, "eval": {"interval": 2}}, "storage": str(tmp_path),
+        "space": {"optim.lr": {"loguniform": [1e-5, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.1]}},
+        "search": {"metric": "eval/score"}, "scheduler": {"type": "asha", "grace_period": 2},
+    }))
+    cfg = load_space(space)
+    confirm = confirm_config(cfg, [s for _, s, _ in top_settings(ROWS, 2)], [1000, 1001], 8, "confirm")
+    assert confirm.name == "s_confirm" and confirm.trainer.total_steps == 8 and confirm.scheduler.type == "fifo"
+    assert confirm.search.num_samples == 4 and {p["seed"] for p in confirm.search.points_to_evaluate} == {1000, 1001}
+    assert not confirm.stopping.zero_signal.enabled
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
+    space = {
+        "name": "c", "storage": str(tmp_path / "results"),
+        "trainer": {"total_steps": 2, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2},
+                    "algorithm": {"mini_batches": 1}, "eval": {"interval": 1, "max_tasks": 2, "n_samples": 2}, "checkpoint": {"interval": 1}},
+        "space": {"optim.lr": {"grid": [1e-3, 1e-2]}},
+        "search": {"searcher": "grid", "num_samples": 1, "metric": "eval/score", "mode": "max"},
+        "scheduler": {"type": "fifo"}, "resources": {"cpus_per_trial": 1}, "logging": {"progress": False},
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(space))
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+
+    def sweep(*args: str) -> subprocess.CompletedProcess:
+        run = subprocess.run([sys.executable, "-m", "sweep", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        return run
+
+    try:
+        first = sweep("run", str(path))
+        assert "report: " in first.stdout and (tmp_path / "results" / "c" / "report" / "index.html").is_file()  # run ends with the report
+        confirmed = sweep("confirm", str(tmp_path / "results" / "c"), "--top", "2", "--seeds", "1", "--steps", "2")
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert "Confirmation" in confirmed.stdout and "winner: " in confirmed.stdout
+    summary = json.loads((tmp_path / "results" / "c" / "confirm.json").read_text())
+    assert len(summary["settings"]) == 2 and summary["seeds"] == [1000] and summary["steps"] == 2
+    assert len(list((tmp_path / "results" / "c_confirm" / "base_evals").iterdir())) == 1  # the original's base eval, reused
+    winner = tmp_path / "results" / "c" / "winner"
+    assert (winner / "checkpoint" / "trainer_state.json").is_file()
+    trained = subprocess.run([sys.executable, "-m", "sweep", "train", str(winner / "trainer.yaml"), "--set", "total_steps=1"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert trained.returncode == 0 and "step 1:" in trained.stdout, trained.stderr[-2000:]
