@@ -52,8 +52,8 @@ def trainer_parses():
 
 
 def test_sets_go_to_the_trainer_or_the_sweep_by_their_first_key(tmp_path):
-    cfg = load_space(DEMO, parse_sets(["total_steps=3", "trainer.eval.interval=1", "search.num_samples=2", "storage=elsewhere"]))
-    assert (cfg.trainer.total_steps, cfg.trainer.eval.interval, cfg.search.num_samples, cfg.storage) == (3, 1, 2, "elsewhere")
+    cfg = load_space(DEMO, parse_sets(["total_steps=6", "trainer.eval.interval=1", "search.num_samples=2", "storage=elsewhere"]))
+    assert (cfg.trainer.total_steps, cfg.trainer.eval.interval, cfg.search.num_samples, cfg.storage) == (6, 1, 2, "elsewhere")
     with pytest.raises(ConfigError, match="unknown key 'optimizer'.*trainer keys: model, optim"):
         load_space(DEMO, parse_sets(["optimizer.lr=1"]))
     with pytest.raises(ConfigError, match="dotted.key=value"):
