@@ -1,0 +1,212 @@
+"""Does the sweep name the right winner, and does each trial get the right verdict? Checked against a ground truth.
+
+    python bench/verdict.py truth [--results DIR]   # the ground-truth grid (bench/verdict_truth.yaml, ~2.5 h on 2 cores) -> bench/data/verdict_truth.json
+    python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
+
+The truth: the learning space's recipe, base and held-out split; eight learning rates from too low to too
+high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``). For every
+horizon h (5, 10, ... 30 steps) a setting's truth label is the majority of its seeds' verdicts on their
+evals up to h (the same verdict code as the sweep's, on three seeds where the sweep has one), and the
+truth's top set is the settings whose mean gain over seeds is within two standard errors of the best's.
+The data and the script that made them are committed, so the bench need not rerun the grid.
+
+The sweep: the demo's space (``sweep/search_spaces/demo_cpu.yaml``) with KL and n held at the truth's
+(0.1 and 8), so a trial's setting is its learning rate: each trial is matched to the truth setting
+nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON line:
+``top1_in_truth_top`` (share of searcher seeds whose #1 is in the truth's top set; target >= 0.9),
+``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
+whose truth is "learns"; target 0), ``verdict_agreement`` (share of judged trials whose verdict is their
+setting's truth label; target >= 0.9). Not a CI test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from statistics import fmean, stdev
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sweep.verdict.labels import TrialEvidence, verdict  # noqa: E402
+from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
+
+TRUTH_SPACE = ROOT / "bench" / "verdict_truth.yaml"
+TRUTH_DATA = ROOT / "bench" / "data" / "verdict_truth.json"
+DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
+CURVES = ("variance_per_prompt", "update_kl", "update_norm", "clip_frac", "kl", "entropy", "tool_error_rate")
+HORIZONS = (5, 10, 15, 20, 25, 30)
+
+
+def _sweep(args: list[str], env: dict[str, str]) -> None:
+    run = subprocess.run([sys.executable, "-m", "sweep", *args], cwd=ROOT, env=env, text=True)
+    if run.returncode:
+        raise SystemExit(f"sweep {' '.join(args)} failed with {run.returncode}")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+
+
+# --- the truth --------------------------------------------------------------------------------------
+
+
+def truth_runs(results: Path) -> dict[str, Any]:
+    """Every grid trial's evals and curves, read with the report's own loader (``sweep.report``)."""
+    from sweep.report.judge import eval_points, evidence
+    from sweep.report.load import load_sweep
+    from sweep.report.store import SweepStore
+
+    sweep = load_sweep(SweepStore(str(results)))
+    runs, base = [], None
+    for trial in sweep.trials:
+        point, evals, _ = eval_points(trial)
+        base = base or point
+        ev = evidence(trial, "finished")
+        runs.append({"trial": trial.trial_id, "lr": float(trial.config["optim.lr"]), "seed": int(trial.config["seed"]),
+                     "evals": [_point(e) for e in evals], **{name: list(getattr(ev, name)) for name in CURVES},
+                     "optimizer_steps": ev.optimizer_steps})
+    assert base is not None, f"{results}: no base eval"
+    return {"base": _point(base), "runs": sorted(runs, key=lambda r: (r["lr"], r["seed"]))}
+
+
+def _point(e: EvalPoint) -> dict[str, Any]:
+    return {"step": e.step, "pass_at_1": e.pass_at_1, "tasks": {k: list(v) for k, v in (e.tasks or {}).items()}}
+
+
+def _eval(d: dict[str, Any]) -> EvalPoint:
+    return EvalPoint(d["step"], d["pass_at_1"], {k: tuple(v) for k, v in d["tasks"].items()} or None)
+
+
+def judge_run(base: EvalPoint, run: dict[str, Any], horizon: int) -> tuple[float | None, str]:
+    """One run judged on its evals and curves up to ``horizon``: (gain, label)."""
+    evals = [_eval(e) for e in run["evals"] if e["step"] <= horizon]
+    score = score_trials(base, {"run": evals}, size=2)["run"]
+    curves = {name: run[name][:horizon] for name in CURVES}
+    ev = TrialEvidence("run", base=base, evals=evals, optimizer_steps=run["optimizer_steps"], **curves)
+    return score.gain, verdict(ev, score).label
+
+
+def truth_table(data: dict[str, Any]) -> dict[str, Any]:
+    """Per horizon: every setting's gains over seeds, their mean, its majority label; and the top set."""
+    base = _eval(data["base"])
+    by_lr: dict[float, list[dict[str, Any]]] = defaultdict(list)
+    for run in data["runs"]:
+        by_lr[run["lr"]].append(run)
+    table: dict[str, Any] = {}
+    for h in HORIZONS:
+        settings = []
+        for lr, runs in sorted(by_lr.items()):
+            judged = [judge_run(base, r, h) for r in runs]
+            gains = [g for g, _ in judged if g is not None]
+            labels = Counter(label for _, label in judged)
+            settings.append({"lr": lr, "gains": gains, "mean": fmean(gains) if gains else None,
+                             "se": stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else None,
+                             "labels": [label for _, label in judged], "label": labels.most_common(1)[0][0]})
+        scored = [s for s in settings if s["mean"] is not None]
+        best = max(scored, key=lambda s: s["mean"])
+        top = [s["lr"] for s in scored if best["mean"] - s["mean"] <= 2 * math.hypot(best["se"] or 0.0, s["se"] or 0.0)]
+        table[str(h)] = {"settings": settings, "top": top, "top_share": len(top) / len(settings)}
+    return table
+
+
+def make_truth(results: Path | None) -> None:
+    if results is None:
+        results = Path(tempfile.mkdtemp(prefix="verdict-truth-"))
+        _sweep(["run", str(TRUTH_SPACE), "--storage", str(results), "--fresh"], _env())
+        results = results / "verdict_truth"
+    data = truth_runs(results)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    data = {"space": str(TRUTH_SPACE.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"), "commit": commit, **data, "truth": truth_table(data)}
+    TRUTH_DATA.parent.mkdir(parents=True, exist_ok=True)
+    TRUTH_DATA.write_text(json.dumps(data, indent=1))
+    for h, row in data["truth"].items():
+        print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
+    print(f"wrote {TRUTH_DATA}")
+
+
+# --- the sweep against it ---------------------------------------------------------------------------
+
+
+def nearest(lr: float, settings: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(settings, key=lambda s: abs(math.log(lr) - math.log(s["lr"])))
+
+
+def horizon_of(steps: int) -> str:
+    return str(max([h for h in HORIZONS if h <= max(steps, HORIZONS[0])]))
+
+
+def bench_space(folder: Path, steps: int) -> Path:
+    data = yaml.safe_load(DEMO.read_text())
+    data["trainer"]["env"] = {"tasks_path": str(ROOT / "envs" / "data" / "hotel.jsonl")}
+    data["trainer"]["total_steps"] = steps
+    data["space"] = {"optim.lr": data["space"]["optim.lr"]}  # KL 0.1 and n 8 as the truth's
+    data["logging"] = {"progress": False, "tensorboard": False}
+    path = folder / "verdict_bench.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, Any]:
+    judged = [r for r in rows if r.get("gain") is not None]
+    matched = [(r, nearest(float(r["config"]["optim.lr"]), truth[horizon_of(int(r.get("steps", 0)))]["settings"])) for r in judged]
+    top = truth[horizon_of(max(int(r.get("steps", 0)) for r in rows))]["top"]
+    first = matched[0][1]["lr"] if matched else None
+    collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
+    agree = [r["verdict"] == s["label"] for r, s in matched]
+    return {"top1_lr": first, "top1_in_top": first in top, "collapsed_above_learner": collapsed, "agree": agree,
+            "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
+
+
+def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
+    if not TRUTH_DATA.is_file():
+        raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
+    truth = json.loads(TRUTH_DATA.read_text())["truth"]
+    folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    space = bench_space(folder, steps)
+    per_seed = []
+    for seed in seeds:
+        started = time.perf_counter()
+        _sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], _env())
+        rows = json.loads((folder / f"s{seed}" / "demo_cpu" / "leaderboard.json").read_text())
+        result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), **judge_seed(rows, truth)}
+        per_seed.append(result)
+        print(json.dumps(result))
+    agree = [a for r in per_seed for a in r["agree"]]
+    summary = {"bench": "verdict", "seeds": seeds, "steps": steps,
+               "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
+               "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
+               "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
+               "truth_top_share": {h: t["top_share"] for h, t in truth.items()}, "results": str(folder)}
+    print(json.dumps(summary))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", nargs="?", choices=["bench", "truth"], default="bench")
+    parser.add_argument("--results", type=Path, help="truth: an existing run of bench/verdict_truth.yaml ({storage}/verdict_truth) to read")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="searcher seeds (one sweep each)")
+    parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
+    parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
+    args = parser.parse_args()
+    if args.mode == "truth":
+        make_truth(args.results)
+    else:
+        run_bench(args.seeds, args.steps, args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
