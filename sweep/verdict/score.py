@@ -3,10 +3,13 @@
 The score is the gain of held-out pass@1 over the shared base: the mean of the trial's last ``window``
 trained evals minus the base's, never a maximum (a maximum over a noisy curve crowns the luckiest draw,
 and one that includes step 0 crowns the base itself). Noise: the evals are over a fixed set of held-out
-tasks, and a task's episodes are correlated (a binomial over episodes would be far too narrow), so the
-interval is a bootstrap over tasks, paired: each resample draws the same tasks for the base, every eval
-and every trial. Ties: a trial is tied with the winner when the winner's lead over it is not above zero
-in 95% of resamples. Cost: when trials spend different rollout episodes per step (``n`` swept), the window
+tasks, and a task's episodes are correlated (a binomial over episodes alone would be far too narrow), so
+the interval is a two-stage bootstrap: each resample draws tasks with replacement (the same tasks for the
+base, every eval and every trial: paired), then each drawn task's passes again from its binomial (its
+episodes, at its observed rate), for the base and each eval apart. The second stage matters because every
+eval samples with the same seed: a policy that barely moved draws nearly the same episodes as the base,
+and a bootstrap over tasks alone would call a +0.01 "above noise" (it did, on the ground truth's LR 1e-6).
+Ties: a trial is tied with the winner when the winner's lead over it is not above zero in 95% of resamples. Cost: when trials spend different rollout episodes per step (``n`` swept), the window
 is cut at the episodes the cheapest finished trial spent, so trials are compared at equal compute.
 Ranking: trials that fell below the base by more than noise come after every trial that held or rose;
 errors and trials without a trained eval come last.
@@ -71,34 +74,53 @@ def common_budget(trials: Mapping[str, Sequence[EvalPoint]], finished: set[str])
     return min(spent) if len(spent) > 1 else None
 
 
-def _rates(points: Sequence[EvalPoint], tasks: list[str]) -> np.ndarray:
-    """Per task, its pass rate averaged over the points (NaN where a point has no valid episode of it)."""
-    table = np.full((len(points), len(tasks)), np.nan)
+def _counts(points: Sequence[EvalPoint], tasks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(passes, valid)`` per point and task, ``(W, K)`` each (0 valid where a point has no episode of a task)."""
+    passes = np.zeros((len(points), len(tasks)))
+    valid = np.zeros((len(points), len(tasks)))
     for i, point in enumerate(points):
         for j, task in enumerate(tasks):
-            passes, valid = (point.tasks or {}).get(task, (0, 0))
-            if valid:
-                table[i, j] = passes / valid
+            passes[i, j], valid[i, j] = (point.tasks or {}).get(task, (0, 0))
+    return passes, valid
+
+
+def _window_rates(passes: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per task (last axis), its pass rate averaged over the points (axis -2); NaN where no point has an episode of it."""
     with np.errstate(all="ignore"):
-        return np.nanmean(table, axis=0) if len(points) else np.full(len(tasks), np.nan)
+        return np.nanmean(np.where(valid > 0, passes / np.where(valid > 0, valid, 1), np.nan), axis=-2)
+
+
+def _redrawn(passes: np.ndarray, valid: np.ndarray, picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``(B, K)``: per resample, the picked tasks' window rates with each point's passes drawn again from its
+    binomial (stage two of the bootstrap)."""
+    n = valid[:, picks]  # (W, B, K)
+    rate = np.where(n > 0, passes[:, picks] / np.where(n > 0, n, 1), 0.0)
+    drawn = rng.binomial(n.astype(np.int64), rate)
+    return _window_rates(np.moveaxis(drawn, 0, -2), np.moveaxis(n, 0, -2))
 
 
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
                  draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
-    """Every trial's score against one base, the intervals from one paired bootstrap over the base's tasks;
-    the winner (the highest gain) gets the others' ties."""
+    """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's
+    tasks; the winner (the highest gain) gets the others' ties."""
     tasks = sorted(base.tasks or {})
     windows = {name: window(evals, size, budget) for name, evals in trials.items()}
     paired = bool(tasks) and all(p.tasks for points in windows.values() for p in points)
-    picks = np.random.default_rng(seed).integers(0, len(tasks), (draws, len(tasks))) if paired else None
-    diffs = {name: _rates(points, tasks) - _rates([base], tasks) for name, points in windows.items() if points} if paired else {}
-    resampled = {name: np.nanmean(diff[picks], axis=1) for name, diff in diffs.items()}
-    scores = {}
+    scores: dict[str, Score] = {}
+    resampled: dict[str, np.ndarray] = {}
+    if paired:
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, len(tasks), (draws, len(tasks)))
+        base_counts = _counts([base], tasks)
+        base_rates, base_draws = _window_rates(*base_counts), _redrawn(*base_counts, picks, rng)
     for name, points in windows.items():
         if not points:
             scores[name] = Score(None, budget=budget)
         elif paired:
-            gain = float(np.nanmean(diffs[name]))
+            counts = _counts(points, tasks)
+            with np.errstate(all="ignore"):
+                gain = float(np.nanmean(_window_rates(*counts) - base_rates))
+                resampled[name] = np.nanmean(_redrawn(*counts, picks, rng) - base_draws, axis=1)
             low, high = np.nanquantile(resampled[name], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
             scores[name] = Score(gain, float(low), float(high), tuple(p.step for p in points), budget)
         else:
