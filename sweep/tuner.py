@@ -122,9 +122,12 @@ def build_searcher(cfg: SweepConfig):
             study_copy=(cfg.storage, cfg.name),
             points=finite_points(cfg),
         )
+    # Tune applies max_concurrent_trials to a Searcher only (it ignores it, with a warning, for these generators):
+    # they take the cap themselves
+    limit = cfg.max_concurrent_trials
     if cfg.search.searcher == "grid":  # every combination listed up front: conditional keys multiply only where active
-        return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg))
-    return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=cfg.search.points_to_evaluate or None)
+        return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=grid_search_points(cfg), max_concurrent=limit)
+    return BasicVariantGenerator(random_state=cfg.search.seed, points_to_evaluate=cfg.search.points_to_evaluate or None, max_concurrent=limit)
 
 
 def trial_count(cfg: SweepConfig) -> int:
@@ -176,7 +179,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             search_alg=build_searcher(cfg),
             scheduler=make_scheduler(cfg),
             num_samples=trial_count(cfg),
-            max_concurrent_trials=cfg.max_concurrent_trials,
+            max_concurrent_trials=cfg.max_concurrent_trials if cfg.search.searcher == "optuna" else None,  # (see build_searcher)
             reuse_actors=reuse_processes(cfg),
         ),
         run_config=tune.RunConfig(
