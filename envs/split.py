@@ -98,11 +98,12 @@ def table_rows(split: Split, held_out: tuple[str, ...]) -> list[tuple[str, int, 
     return rows
 
 
-def render(split: Split, spec: SplitSpec) -> None:
+def render(split: Split, spec: SplitSpec, method: str = "seeded") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"train/eval split (seed {spec.seed}, eval_ratio {spec.eval_ratio:g}, eval cap per env {spec.eval_cap_per_env})")
+    how = "Fleet's rules" if method == "fleet" else f"seed {spec.seed}, eval cap per env {spec.eval_cap_per_env}"
+    table = Table(title=f"train/eval split ({how}, eval_ratio {spec.eval_ratio:g})")
     for column in ("env_key", "train", "eval", "dropped", ""):
         table.add_column(column)
     for env_key, train, eval_, dropped, note in table_rows(split, spec.held_out_envs):
@@ -111,25 +112,65 @@ def render(split: Split, spec: SplitSpec) -> None:
 
 
 def run_split(args: argparse.Namespace) -> int:
-    spec = SplitSpec(args.eval_ratio, args.eval_cap_per_env, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
-    split = split_tasks(load_task_files(args.tasks), spec)
-    render(split, spec)
+    tasks = load_task_files(args.tasks)
+    if args.method == "fleet":
+        from envs.fleet_split import MAX_ENV_TRAIN_RATIO, MAX_EVAL_PROMPTS, fleet_split
+
+        done = fleet_split(tasks, args.eval_ratio, MAX_ENV_TRAIN_RATIO if args.max_env_ratio is None else args.max_env_ratio,
+                           MAX_EVAL_PROMPTS if args.max_eval_prompts is None else args.max_eval_prompts, tuple(args.env_key),
+                           args.max_tasks, tuple(args.held_out_env))
+        split = Split(done.train, done.eval, done.dropped)
+        spec = SplitSpec(args.eval_ratio, None, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
+    else:
+        for option in ("max_env_ratio", "max_eval_prompts"):
+            if getattr(args, option) is not None:
+                raise ConfigError(f"--{option.replace('_', '-')} applies to --method fleet only")
+        spec = SplitSpec(args.eval_ratio, args.eval_cap_per_env, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
+        split = split_tasks(tasks, spec)
+    render(split, spec, args.method)
     train_path, eval_path = write_split(split, args.out)
     print(f"wrote {len(split.train)} tasks to {train_path} and {len(split.eval)} to {eval_path}")
     return 0
 
 
+def stats_rows(tasks: list[Task]) -> list[tuple[str, str, int]]:
+    """(env_key, modality, tasks), sorted, then a total row."""
+    counts = Counter((t.env_key, t.modality) for t in tasks)
+    return [(env, modality, n) for (env, modality), n in sorted(counts.items())] + [("total", "", len(tasks))]
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    tasks = load_task_files(args.tasks)
+    table = Table(title="tasks per env and modality")
+    for column in ("env_key", "modality", "tasks"):
+        table.add_column(column)
+    for env, modality, n in stats_rows(tasks):
+        table.add_row(env, modality, str(n))
+    Console(width=150).print(table)
+    return 0
+
+
 def add_data_command(commands) -> None:
-    """Register ``python -m sweep data split TASKS... --out DIR [options]``."""
-    data = commands.add_parser("data", help="task sets: split into train and eval files")
+    """Register ``python -m sweep data split TASKS... --out DIR [options]`` and ``python -m sweep data stats TASKS...``."""
+    data = commands.add_parser("data", help="task sets: split into train and eval files, count them")
     data_commands = data.add_subparsers(dest="data_command", required=True)
-    p = data_commands.add_parser("split", help="split JSONL task files into train.jsonl and eval.jsonl, deterministic by seed")
-    p.add_argument("tasks", type=Path, nargs="+", help="JSONL task files")
+    p = data_commands.add_parser("split", help="split task files (JSON lines, or Fleet's JSON export) into train.jsonl and eval.jsonl")
+    p.add_argument("tasks", type=Path, nargs="+", help="task files")
     p.add_argument("--out", type=Path, required=True, help="directory for train.jsonl and eval.jsonl")
+    p.add_argument("--method", choices=["seeded", "fleet"], default="seeded",
+                   help="seeded: per env by seed (default); fleet: Fleet's own rules, as SkyRL's prepare_dataset.py makes them")
     p.add_argument("--eval-ratio", type=float, default=0.2, help="share of each env's tasks held out for eval (default 0.2)")
-    p.add_argument("--eval-cap-per-env", type=int, default=None, help="at most this many eval tasks per env")
+    p.add_argument("--eval-cap-per-env", type=int, default=None, help="seeded: at most this many eval tasks per env")
     p.add_argument("--held-out-env", action="append", default=[], metavar="KEY", help="env whose tasks are all eval (repeatable)")
     p.add_argument("--env-key", action="append", default=[], metavar="KEY", help="keep only these envs (repeatable)")
-    p.add_argument("--max-tasks", type=int, default=None, help="sample at most this many tasks (by seed) before splitting")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tasks", type=int, default=None, help="at most this many tasks (seeded: sampled by seed; fleet: the first)")
+    p.add_argument("--max-env-ratio", type=float, default=None, help="fleet: no env above this share of the training tasks (default 0.2)")
+    p.add_argument("--max-eval-prompts", type=int, default=None, help="fleet: eval tasks in all at most (default 60)")
+    p.add_argument("--seed", type=int, default=0, help="seeded: the split's seed")
     p.set_defaults(func=run_split)
+    stats = data_commands.add_parser("stats", help="tasks per env and modality of task files (JSON lines, or Fleet's JSON export)")
+    stats.add_argument("tasks", type=Path, nargs="+", help="task files")
+    stats.set_defaults(func=run_stats)
