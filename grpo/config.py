@@ -167,6 +167,9 @@ class EvalConfig(StrictModel):
     """Held-out evaluation: a fixed set of tasks the policy never trains on, sampled every ``interval`` steps."""
 
     interval: int = Field(0, ge=0, description="Evaluate before step 1, after every interval-th step and after the last (0: never).")
+    tasks_path: str | list[str] | None = Field(
+        None, description="Held-out tasks from their own file(s), e.g. `sweep data split --method fleet`'s eval.jsonl; then env.tasks_path is all training tasks and ratio and split_seed are unused."
+    )
     ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by split_seed).")
     split_seed: int = Field(0, description="Which tasks are held out, apart from the RL run's `seed`: sweeping `seed` replicates a setting on one test set.")
     max_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks.")

@@ -80,8 +80,33 @@ class TaskSampler:
 
 
 def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
-    """(train, eval) for a trial; eval is empty when eval.interval is 0. The base policy sees train only."""
+    """(train, eval) for a trial; eval is empty when eval.interval is 0. The base policy sees train only.
+    With ``eval.tasks_path`` the held-out tasks are that file's (filtered and capped as the rest)."""
     tasks = select_tasks(cfg.env)
     if not cfg.eval.interval:
         return tasks, []
+    if cfg.eval.tasks_path is not None:
+        return tasks, held_out_file(cfg, {t.task_key for t in tasks})
     return held_out_split(tasks, cfg.eval.ratio, cfg.eval.split_seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)
+
+
+def held_out_file(cfg: TrainerConfig, training: set[str]) -> list[Task]:
+    """The eval file's tasks (the env selection's filters and the eval caps applied); a task that is also a
+    training task is refused by name (it would not be held out)."""
+    paths = [cfg.eval.tasks_path] if isinstance(cfg.eval.tasks_path, str) else list(cfg.eval.tasks_path or [])
+    tasks = [t for t in load_task_files(paths) if cfg.env.env_keys is None or t.env_key in cfg.env.env_keys]
+    both = sorted(t.task_key for t in tasks if t.task_key in training)
+    if both:
+        raise ValueError(f"eval.tasks_path {paths}: {len(both)} task(s) are also training tasks in env.tasks_path, so not held out: {', '.join(both[:5])}")
+    if cfg.eval.max_tasks_per_env is not None:
+        per_env: dict[str, int] = {}
+        kept = []
+        for task in tasks:
+            per_env[task.env_key] = per_env.get(task.env_key, 0) + 1
+            if per_env[task.env_key] <= cfg.eval.max_tasks_per_env:
+                kept.append(task)
+        tasks = kept
+    tasks = tasks[: cfg.eval.max_tasks] if cfg.eval.max_tasks is not None else tasks
+    if not tasks:
+        raise ValueError(f"eval.tasks_path {paths}: no tasks left after env.env_keys={cfg.env.env_keys}")
+    return tasks

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit import environ
-from configkit.base import apply_overrides, describe_errors, dotted_keys
+from configkit.base import ConfigError, apply_overrides, describe_errors, dotted_keys
 from grpo.config import TrainerConfig
 from sweep.bases import base_problems
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
@@ -31,6 +31,9 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if "trainer" in dropped:
         return []
     base = cfg.trainer
+    tasks_problem = task_problem(base, source)
+    if tasks_problem:
+        return [tasks_problem]  # the metric, the scheduler and the bases all read the tasks
     problems = [*space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -120,6 +123,19 @@ def point_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
 
 def _describe(when: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {c.describe()}" for k, c in (when or {}).items())
+
+
+def task_problem(base: TrainerConfig, source: str) -> str | None:
+    """The base trainer's training and held-out tasks load and are not empty, or why not."""
+    from grpo.data import trial_tasks
+
+    try:
+        trial_tasks(base)
+    except ConfigError as exc:
+        return f"{source}: key 'trainer.env.tasks_path' or 'trainer.eval.tasks_path': {exc}"
+    except ValueError as exc:
+        return f"{source}: the trainer's tasks: {exc}"
+    return None
 
 
 def search_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> Iterator[str]:

@@ -30,7 +30,7 @@ from sweep.checks import meaning_problems
 from sweep.config import SCHEDULERS, SweepConfig
 from sweep.distributions import DISTRIBUTIONS, distribution_dict
 
-TRAINER_PATHS = (("env", "tasks_path"), ("model", "cache_dir"))  # resolved against the file that names them
+TRAINER_PATHS = (("env", "tasks_path"), ("eval", "tasks_path"), ("model", "cache_dir"))  # resolved against the file that names them
 SPACE_MARKERS = ("space", "search")  # a file with either is a space file; else a trainer YAML
 
 

@@ -37,3 +37,22 @@ def test_several_task_files_are_one_task_set_with_unique_keys(tmp_path):
     copy.write_text((data / "hotel.jsonl").read_text())
     with pytest.raises(ConfigError, match="task_key"):
         select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(copy)]))
+
+
+def test_held_out_tasks_from_their_own_file(tmp_path, tasks):
+    """eval.tasks_path feeds a split made elsewhere (sweep data split --method fleet): train on all of
+    env.tasks_path, hold out that file's tasks; one in both is refused by name."""
+    import json
+
+    from grpo.config import TrainerConfig
+    from grpo.data import trial_tasks
+
+    train_file, eval_file = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    train_file.write_text("".join(json.dumps(t.model_dump(exclude_none=True)) + "\n" for t in tasks[:50]))
+    eval_file.write_text("".join(json.dumps(t.model_dump(exclude_none=True)) + "\n" for t in tasks[50:]))
+    cfg = TrainerConfig.model_validate({"env": {"tasks_path": str(train_file)}, "eval": {"interval": 5, "tasks_path": str(eval_file), "max_tasks": 10}})
+    train, held = trial_tasks(cfg)
+    assert [t.task_key for t in train] == [t.task_key for t in tasks[:50]] and [t.task_key for t in held] == [t.task_key for t in tasks[50:60]]
+    overlap = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"tasks_path": str(train_file)})})
+    with pytest.raises(ValueError, match="50 task\\(s\\) are also training tasks"):
+        trial_tasks(overlap)
