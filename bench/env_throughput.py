@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/env_throughput.py [--calls-per-session 200] [--concurrency 1 16 32 64]
 
-Starts the hotel MCP server (``envs.local.server``) and a minimal baseline server (uvicorn + starlette, one
+Starts the hotel MCP server (``toolenvs.local.server``) and a minimal baseline server (uvicorn + starlette, one
 JSON route, the same IPPROTO_TCP listening socket) as separate processes, then for each concurrency drives
 that many episodes at once through ``EnvClient`` (each seeded on the server, ``search_hotels`` calls as
 one MCP ``tools/call`` POST each, 8 episodes to an HTTP client) and the same number of plain keep-alive
@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envs.client import EnvClient  # noqa: E402
-from envs.local.launch import LocalEnvServer  # noqa: E402
-from envs.task import Task  # noqa: E402
+from toolenvs.client import EnvClient  # noqa: E402
+from toolenvs.local.launch import LocalEnvServer  # noqa: E402
+from toolenvs.task import Task  # noqa: E402
 
 TASK = Task(
     task_key="bench",
@@ -52,8 +52,8 @@ def serve_baseline() -> None:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from envs.lifeline import exit_with_parent
-    from envs.local.server import _listen_socket
+    from toolenvs.lifeline import exit_with_parent
+    from toolenvs.local.server import _listen_socket
 
     async def rpc(request: Request) -> JSONResponse:
         body = await request.json()

@@ -34,14 +34,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envs.local import get_app, tool_signatures  # noqa: E402
-from envs.protocol import ToolCall, parse_action  # noqa: E402
-from envs.task import Task, load_tasks  # noqa: E402
 from grpo.chat import opening_messages  # noqa: E402
 from grpo.config import DEFAULT_TASKS, TrainerConfig  # noqa: E402
 from grpo.reporting import ListReporter  # noqa: E402
 from grpo.trainer import train  # noqa: E402
 from grpo.warmstart import base_policy_path  # noqa: E402
+from toolenvs.local import get_app, tool_signatures  # noqa: E402
+from toolenvs.protocol import ToolCall, parse_action  # noqa: E402
+from toolenvs.task import Task, load_tasks  # noqa: E402
 
 PROMPTS, SAMPLES, NEW_TOKENS, LR, KL = 8, 4, 64, 1e-4, 0.01
 MODEL = {"hidden_size": 128, "num_layers": 3, "num_heads": 4, "intermediate_size": 256, "warmstart_steps": 150}

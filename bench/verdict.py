@@ -149,7 +149,7 @@ def horizon_of(steps: int) -> str:
 
 def bench_space(folder: Path, steps: int) -> Path:
     data = yaml.safe_load(DEMO.read_text())
-    data["trainer"]["env"] = {"tasks_path": str(ROOT / "envs" / "data" / "hotel.jsonl")}
+    data["trainer"]["env"] = {"tasks_path": str(ROOT / "toolenvs" / "data" / "hotel.jsonl")}
     data["trainer"]["total_steps"] = steps
     data["space"] = {"optim.lr": data["space"]["optim.lr"]}  # KL 0.1 and n 8 as the truth's
     data["logging"] = {"progress": False, "tensorboard": False}

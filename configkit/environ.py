@@ -2,7 +2,7 @@
 
 Process-wide switches are easy to lose track of: a variable set in the driver reaches every Ray worker and
 child process. Each one is named here once, as a ``Variable``; ``os.environ`` is touched nowhere else in
-``configkit``, ``envs``, ``grpo`` or ``sweep`` (a test checks). Secrets (``WANDB_API_KEY``,
+``configkit``, ``toolenvs``, ``grpo`` or ``sweep`` (a test checks). Secrets (``WANDB_API_KEY``,
 ``FLEET_API_KEY``, ``GRPO_SWEEP_SLACK_WEBHOOK``, AWS credentials) are only ever read from the environment
 and never written to a config, a log or a result.
 """

@@ -3,7 +3,7 @@
 ``build_models``: the chat format, the policy and its frozen reference (FSDP2-wrapped when there are
 several ranks or a GPU), the optimizer and the sampler (the policy itself with HF on one CPU process, an
 unsharded copy with HF on several ranks, or a vLLM engine). ``open_environments``: the environment
-backend the config names (``envs.backend``), for the trial's env_keys. ``sweep forecast`` builds from here
+backend the config names (``toolenvs.backend``), for the trial's env_keys. ``sweep forecast`` builds from here
 too, without the loop. Leaves out: stepping, evaluating and checkpointing (``grpo.trainer``).
 """
 
@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import torch
 
 from configkit import environ
-from envs.backend import EnvBackend, make_backend
-from envs.task import Task
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, on_gpu, parallelize
@@ -25,6 +23,8 @@ from grpo.rollout import Generator
 from grpo.rollout.hf import HFGenerator
 from grpo.tiny import load_tiny_tokenizer
 from grpo.warmstart import base_policy_path
+from toolenvs.backend import EnvBackend, make_backend
+from toolenvs.task import Task
 
 
 @dataclass

@@ -8,7 +8,7 @@ checks that these pieces concatenate to exactly what the template gives for the 
 
 from __future__ import annotations
 
-from envs.protocol import system_prompt
+from toolenvs.protocol import system_prompt
 
 
 def opening_messages(prompt: str, tool_signatures: list[str], env_variables: dict[str, str]) -> list[dict[str, str]]:

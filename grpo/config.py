@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from configkit.base import StrictModel
-from envs.backend import BackendConfig, ClientLimits, LocalBackendConfig
+from toolenvs.backend import BackendConfig, ClientLimits, LocalBackendConfig
 
-DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "envs" / "data" / "hotel.jsonl")
+DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
 
 class RopeScalingConfig(StrictModel):

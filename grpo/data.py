@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from envs.task import Task, load_task_files
 from grpo.config import EnvConfig, TrainerConfig
+from toolenvs.task import Task, load_task_files
 
 
 def select_tasks(cfg: EnvConfig) -> list[Task]:

@@ -16,14 +16,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envs.backend import EnvBackend, EpisodeClient
-from envs.errors import EnvError
-from envs.outcomes import Failure
-from envs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
-from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
 from grpo.rollout import Completion, Generator, SamplingParams
+from toolenvs.backend import EnvBackend, EpisodeClient
+from toolenvs.errors import EnvError
+from toolenvs.outcomes import Failure
+from toolenvs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
+from toolenvs.task import Task
 
 FAILURE_TEXT = 200  # characters of a failed turn's text kept in its trajectory
 
@@ -44,7 +44,7 @@ class EpisodeLimits:
 
 @dataclass(frozen=True)
 class TurnFailure:
-    """A turn that failed, named where it failed (``envs.outcomes.Failure``), with what the agent was shown."""
+    """A turn that failed, named where it failed (``toolenvs.outcomes.Failure``), with what the agent was shown."""
 
     kind: str
     turn: int

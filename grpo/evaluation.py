@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from envs.backend import EnvBackend
-from envs.outcomes import passed
-from envs.task import Task
 from grpo.build import Models
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.episodes import EpisodeLimits, Trajectory, collect
 from grpo.metrics import SampleOutcome, eval_gain, eval_metrics
+from toolenvs.backend import EnvBackend
+from toolenvs.outcomes import passed
+from toolenvs.task import Task
 
 log = logging.getLogger(__name__)
 EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from training's cfg.seed + rank
@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     sweep's trials to share (their curves start from it): dumps and ``aggregated_results.jsonl`` in OUT_DIR."""
     import sys
 
-    from envs.lifeline import exit_with_parent
     from grpo.build import build_models, open_environments
     from grpo.data import trial_tasks
+    from toolenvs.lifeline import exit_with_parent
 
     exit_with_parent(os.getppid())  # a driver killed meanwhile takes the eval with it
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # the HTTP clients' per-request lines stay out

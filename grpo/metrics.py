@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean, pvariance
 
-from envs.outcomes import passed
+from toolenvs.outcomes import passed
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,10 @@ def shape_config(shape: str, vocab_size: int = VOCAB_SIZE, pad_id: int = 0, eos_
 
 def filled_tokenizer(vocab_size: int = VOCAB_SIZE):
     """The tiny word-level tokenizer over the hotel conversations, padded with filler words to ``vocab_size`` ids."""
-    from envs.task import load_tasks
     from grpo.config import DEFAULT_TASKS
     from grpo.tiny import build_tokenizer
     from grpo.warmstart import conversation_texts, reference_conversation
+    from toolenvs.task import load_tasks
 
     corpus = [text for task in load_tasks(DEFAULT_TASKS) for text in conversation_texts(reference_conversation(task))]
     base = len(build_tokenizer(corpus))

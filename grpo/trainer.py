@@ -21,8 +21,6 @@ from typing import Any
 
 import torch
 
-from envs.backend import EnvBackend
-from envs.task import Task
 from grpo.algorithm import advantages_by_group
 from grpo.batching import TrainBatch, collate
 from grpo.build import Models, build_models, open_environments, release_cached_memory
@@ -37,6 +35,8 @@ from grpo.process import resident_gib
 from grpo.reporting import Reporter
 from grpo.schedule import lr_multiplier
 from grpo.update import UpdateSettings, policy_update
+from toolenvs.backend import EnvBackend
+from toolenvs.task import Task
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from configkit import environ
-from envs.local import generated_tasks, get_app, tool_signatures
-from envs.protocol import DONE, ToolCall, format_call, format_result
-from envs.task import Task
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import ModelConfig
 from grpo.schedule import lr_multiplier
+from toolenvs.local import generated_tasks, get_app, tool_signatures
+from toolenvs.protocol import DONE, ToolCall, format_call, format_result
+from toolenvs.task import Task
 
 log = logging.getLogger(__name__)
 BUILD_VERSION = "5"  # bump when the tokenizer, the model or the warm-start recipe changes
@@ -84,7 +84,7 @@ def _extra_vocabulary() -> list[str]:
     days = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(366)]  # the task generators' range
     errors = (
         "Error executing tool error no action found unknown tool not valid JSON missing timed out past invalid "
-        # the apps' error messages (envs/local/*.py): words no reference conversation shows
+        # the apps' error messages (toolenvs/local/*.py): words no reference conversation shows
         "permission denied not found already cannot must belongs collaborator collaborators closed sold left organizer "
         "own yourself yours bad empty too long high low value field request review reviewer seats status midnight hours"
     )
@@ -243,9 +243,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from envs.lifeline import exit_with_parent
     from grpo.config import TrainerConfig
     from grpo.data import trial_tasks
+    from toolenvs.lifeline import exit_with_parent
 
     exit_with_parent(os.getppid())  # a driver killed mid-build takes the build (minutes, every core) with it
     logging.basicConfig(level=logging.INFO, format="%(message)s")

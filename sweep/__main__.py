@@ -6,7 +6,7 @@
     python -m sweep validate space.yaml                       # check a space file, start nothing
     python -m sweep report sweep_results/demo_cpu             # what won and why: report/index.html, plots, summary.md
     python -m sweep train space_or_trainer.yaml --set optim.lr=3e-3   # one trial, no Tune (--workers 2: FSDP2 ranks)
-    python -m sweep data split envs/data/*.jsonl --eval-ratio 0.2 --out split # train/eval task files
+    python -m sweep data split toolenvs/data/*.jsonl --eval-ratio 0.2 --out split # train/eval task files
     python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
     python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
 
@@ -114,7 +114,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _cmd_envs_check(args: argparse.Namespace) -> int:
-    from envs.check import main as check_main
+    from toolenvs.check import main as check_main
 
     return check_main(args.tasks, args.write)
 
@@ -158,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     from sweep.report.cli import add_report_command  # the report's flags live beside it
 
     add_report_command(commands)
-    from envs.split import add_data_command  # python -m sweep data split
+    from toolenvs.split import add_data_command  # python -m sweep data split
 
     add_data_command(commands)
     envs = commands.add_parser("envs", help="local environments: check task sets against them")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True)
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
-    check_cmd.add_argument("tasks", type=Path, nargs="*", help="JSONL task files (default: every shipped file in envs/data)")
+    check_cmd.add_argument("tasks", type=Path, nargs="*", help="JSONL task files (default: every shipped file in toolenvs/data)")
     check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)

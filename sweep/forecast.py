@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean
 
-from envs.outcomes import passed
+from toolenvs.outcomes import passed
 
 SATURATED = 0.9  # mean success above this: the base policy already solves the env
 FAILING = 0.05  # mean success below this: almost never solved, almost no signal

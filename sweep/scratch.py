@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from envs.lifeline import alive
+from toolenvs.lifeline import alive
 
 KINDS = ("checkpoints", "resume", "trajectories")
 NAME = re.compile(rf"grpo-({'|'.join(KINDS)})-pid(\d+)-")

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from envs.local.launch import LocalEnvServer
-from envs.task import load_tasks
 from grpo.config import DEFAULT_TASKS
+from toolenvs.local.launch import LocalEnvServer
+from toolenvs.task import load_tasks
 
 # Small enough to build in seconds; the tests check mechanics, not how well the policy does.
 TEST_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "warmstart_steps": 20, "warmstart_batch_size": 8}

@@ -1,5 +1,5 @@
 """The house's shape, read from the code's imports (every import, function-level ones included):
-packages only import downward (configkit < envs < grpo < sweep) and no modules import each other in a circle.
+packages only import downward (configkit < toolenvs < grpo < sweep) and no modules import each other in a circle.
 
 A guard, not the design: docs/decisions.md says why the floors are what they are.
 """
@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOORS = ("configkit", "envs", "grpo", "sweep")  # each may import those before it, never those after
+FLOORS = ("configkit", "toolenvs", "grpo", "sweep")  # each may import those before it, never those after
 
 
 def _modules() -> dict[str, Path]:

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.outcomes import passed
 from sweep.report.store import SweepStore
+from toolenvs.outcomes import passed
 
 EVAL_METRIC = "eval/avg_pass_at_1"
 TRAIN_METRIC = "reward/avg_pass_at_1"

@@ -2,7 +2,7 @@
 calls, and failures grouped by kind, each group with a count and one example.
 
 Failures are read, not guessed: each dumped episode carries its failed turns with the kind named where
-the failure happened (``env_extras.failures``: ``envs.outcomes.Failure``), and its stop reason, score and
+the failure happened (``env_extras.failures``: ``toolenvs.outcomes.Failure``), and its stop reason, score and
 env error say the rest (a ``<done>`` that failed, a context that overflowed, a turn cut at its length,
 an environment that failed). Dumps written before failure kinds existed still load: their episodes count
 everywhere but in the per-turn groups, and the analysis says how many there were. An episode can fall in
@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from envs.outcomes import Failure, passed
 from sweep.report.store import SweepStore
+from toolenvs.outcomes import Failure, passed
 
 _STEP = re.compile(r"^global_step_(\d+)$")
 TURN_GROUPS = {  # a failed turn's kind -> the group's name

@@ -33,8 +33,8 @@ def test_tiny_vocabulary_covers_the_reference_conversations(chat, tasks):
 
 
 def test_give_ups_replace_the_share_asked_for_chosen_by_seed(tasks):
-    from envs.protocol import DONE
     from grpo.warmstart import with_give_ups
+    from toolenvs.protocol import DONE
 
     conversations = [reference_conversation(t) for t in tasks[:20]]
     mixed = with_give_ups(conversations, 0.4, seed=3)

@@ -30,7 +30,7 @@ def test_several_task_files_are_one_task_set_with_unique_keys(tmp_path):
     from grpo.config import EnvConfig
     from grpo.data import select_tasks
 
-    data = Path(__file__).resolve().parents[2] / "envs" / "data"
+    data = Path(__file__).resolve().parents[2] / "toolenvs" / "data"
     both = select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(data / "zillow.jsonl")], env_keys=["zillow"]))
     assert both and {t.env_key for t in both} == {"zillow"}
     copy = tmp_path / "copy.jsonl"

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from envs.client import EnvClient
 from grpo.episodes import EpisodeLimits, run_episodes
 from grpo.rollout import Completion, SamplingParams
 from grpo.warmstart import reference_conversation, supervised_example
+from toolenvs.client import EnvClient
 
 
 class ScriptedGenerator:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.protocol import DONE
 from sweep.loader import load_space
+from toolenvs.protocol import DONE
 
 SPACE = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "learning_cpu.yaml"
 

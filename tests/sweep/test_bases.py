@@ -20,7 +20,7 @@ def _space(tmp_path: Path, space: dict, **trainer) -> Path:
     data = yaml.safe_load(LEARNING.read_text())
     data["trainer"] = {**data["trainer"], **trainer}
     data.update(space=space, search={"searcher": "grid", "num_samples": 1, "metric": "eval/score", "mode": "max"})
-    data["trainer"]["env"] = {"tasks_path": str(Path(LEARNING).resolve().parents[2] / "envs" / "data" / "hotel.jsonl")}
+    data["trainer"]["env"] = {"tasks_path": str(Path(LEARNING).resolve().parents[2] / "toolenvs" / "data" / "hotel.jsonl")}
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from configkit.base import ConfigError, validate
-from envs.task import Task
 from grpo.config import ModelConfig, TrainerConfig
 from grpo.data import held_out_split
+from toolenvs.task import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 H100_SPACE = ROOT / "sweep" / "search_spaces" / "qwen3_8b_h100.yaml"

@@ -1,0 +1,31 @@
+"""``sweep envs check`` replays reference solutions live and keeps only the tasks they solve."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from toolenvs.check import check_tasks
+from toolenvs.task import Task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_check_keeps_only_tasks_whose_solution_passes(tasks, tmp_path):
+    good = tasks[:2]
+    broken = Task.model_validate({**tasks[2].model_dump(), "task_key": "broken", "verifier": {**tasks[2].verifier, "nights": 99}})
+    report = check_tasks([*good, broken])
+    assert [t.task_key for t in report.kept()] == [t.task_key for t in good]
+    [(task, why)] = report.failed["hotel"]
+    assert task.task_key == "broken" and "verifier gave 0.0" in why
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t.model_dump()) + "\n" for t in [*good, broken]))
+    kept = tmp_path / "kept.jsonl"
+    run = subprocess.run([sys.executable, "-m", "sweep", "envs", "check", str(path), "--write", str(kept)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1  # something failed
+    assert "broken" in run.stdout
+    assert [json.loads(line)["task_key"] for line in kept.read_text().splitlines()] == [t.task_key for t in good]

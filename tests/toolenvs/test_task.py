@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from configkit.base import ConfigError
+from toolenvs.task import load_tasks
+
+GOOD = {"task_key": "t1", "prompt": "Book it.", "env_key": "hotel", "verifier": {"type": "booking_made"}}
+CODE = "def verify(final_state):\n    return float(len(final_state['bookings']) == 1)\n"
+NO_VERIFIER = {k: v for k, v in GOOD.items() if k != "verifier"} | {"task_key": "t2"}
+
+
+def _write(tmp_path, records):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_loads_good_records(tmp_path):
+    assert load_tasks(_write(tmp_path, [GOOD]))[0].task_key == "t1"
+
+
+def test_full_record_with_verifier_code(tmp_path):
+    record = {
+        "task_key": "t3", "prompt": "Book H01.", "env_key": "hotel", "env_version": "2",
+        "env_variables": {"CURRENT_DATE": "2026-01-01", "LOGGED_IN_USER": "alice"}, "verifier_code": CODE,
+        "solution": [{"name": "book_hotel", "arguments": {"hotel_id": "H01", "check_in": "2026-02-01", "nights": 1}}],
+    }
+    task = load_tasks(_write(tmp_path, [record]))[0]
+    assert task.verifier is None and task.verifier_code == CODE and task.modality == "tool_use" and task.env_version == "2"
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ("{not json", "tasks.jsonl:2: not valid JSON"),
+        ({**GOOD, "task_key": "t2", "colour": "red"}, "tasks.jsonl:2 (task 't2'): unknown key 'colour'"),
+        ({k: v for k, v in GOOD.items() if k != "prompt"} | {"task_key": "t2"}, "tasks.jsonl:2 (task 't2'): key 'prompt' is required"),
+        (GOOD, "tasks.jsonl:2: key 'task_key' = 't1' appears twice"),
+        ({**GOOD, "task_key": "t2", "modality": "vision"}, "key 'modality' = 'vision'"),
+        ({**GOOD, "task_key": "t2", "verifier_code": CODE}, "tasks.jsonl:2 (task 't2'): give exactly one of 'verifier'"),
+        ({k: v for k, v in GOOD.items() if k != "verifier"} | {"task_key": "t2"}, "tasks.jsonl:2 (task 't2'): give exactly one"),
+        (NO_VERIFIER | {"verifier_code": "def verify(s):\n  return ("}, "tasks.jsonl:2 (task 't2'): key 'verifier_code' is not valid Python"),
+        (NO_VERIFIER | {"verifier_code": "def check(s):\n  return 1.0"}, "must define a top-level function verify"),
+        (NO_VERIFIER | {"verifier_code": 42}, "key 'verifier_code' must be a string"),
+        ("[1, 2]", "tasks.jsonl:2: a task record must be a JSON object"),
+    ],
+)
+def test_bad_records_name_file_line_and_key(tmp_path, record, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_tasks(_write(tmp_path, [GOOD, record]))

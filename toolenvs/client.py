@@ -1,0 +1,445 @@
+"""MCP streamable-HTTP client for environments: one session per episode, per-trial concurrency caps.
+
+``async with EnvClient(url).episode(task) as session``: seeds the episode's state on the server, opens an
+MCP session carrying the episode id, lists the tools; ``session.call_tool`` returns the result text the
+agent sees; ``session.score()`` reads the final state and runs the task's verifier. Scoring ends the episode:
+one request reads the final state and frees it on the server (no tool calls after it).
+
+Failures of the environment itself raise ``EnvError`` (``VerifierError`` for untrusted verifier code),
+whatever shape the SDK gives them: ``CancelledError`` from its task group when the server dies (a
+BaseException), ``ExceptionGroup[ConnectError]`` on leaving the session, ``MCPError`` on a timeout. A tool
+that reports an error is a normal result with ``is_error=True``. Opening an episode is retried with
+exponential backoff and full jitter on connection errors, 5xx/429 and an empty tool list (seen in
+production under load); a 4xx is not retried, and neither are tool calls (they are not idempotent, and
+a dead server took the episode's state with it).
+
+Opening is cheap on stateless protocol versions (2026-07-28+): a client asks the server for its protocol
+version and tools once (an app's tools do not change while it runs), then opens each episode with the seed
+POST alone and calls tools as one plain POST each (``toolenvs.rpc``: half the client CPU of the SDK's call
+path), on HTTP clients each shared by up to ``EPISODES_PER_POOL`` open episodes. On older, stateful
+protocols (or with ``fast_calls=False``) each episode is its own SDK session, listing the tools itself.
+``max_concurrent`` caps in-flight requests;
+``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
+must not count the ones in ``waiting``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from toolenvs.errors import EnvError, VerifierError
+from toolenvs.local.server import EPISODE_HEADER
+from toolenvs.outcomes import Failure
+from toolenvs.rpc import RpcError, ToolCaller, failure_kind, result_text
+from toolenvs.task import Task
+from toolenvs.verify import score_async
+
+# Episodes sharing one HTTP client. Sharing saves a client and a connection per episode, but httpcore scans
+# every connection of a pool whenever a request starts or ends (polling each idle socket): with 64 episodes on
+# one pool a call cost 50% more client CPU than on a client of its own.
+EPISODES_PER_POOL = 8
+
+__all__ = [
+    "ClientStats",
+    "EnvClient",
+    "EnvError",
+    "EpisodeSession",
+    "ServerInfo",
+    "ToolResult",
+    "ToolSpec",
+    "VerifierError",
+    "is_env_failure",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool
+    failure: str | None = None  # an error's kind (toolenvs.outcomes.Failure), as the environment named it
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a server says about itself once: the protocol version it speaks and its tools."""
+
+    protocol_version: str
+    tools: tuple[ToolSpec, ...]
+
+
+@dataclass
+class ClientStats:
+    """What a client went through (for metrics and tests)."""
+
+    discovered: int = 0  # times it asked the server for its protocol version and tools
+    opened: int = 0
+    open_retries: int = 0
+    env_errors: int = 0
+    tool_calls: int = 0
+
+
+class _ServerState:
+    """An episode's state on the server: read, read and freed in one request (``take``), or freed on close."""
+
+    def __init__(self, http: Any, episode_id: str):
+        self.http = http
+        self.path = f"/episodes/{episode_id}"
+        self.final: dict[str, Any] | None = None  # once taken: the server holds nothing for us any more
+
+    async def read(self) -> dict[str, Any]:
+        return self.final if self.final is not None else self._state(await self.http.get(self.path))
+
+    async def take(self) -> dict[str, Any]:
+        if self.final is None:
+            self.final = self._state(await self.http.delete(self.path))  # DELETE answers with what it freed
+        return self.final
+
+    async def free_quietly(self) -> None:
+        """Free it unless taken; failing here costs nothing (a dead server freed it)."""
+        if self.final is not None:
+            return
+        try:
+            await self.http.delete(self.path)
+        except Exception:
+            pass
+
+    def _state(self, response: Any) -> dict[str, Any]:
+        if response.status_code != 200:
+            raise EnvError(f"final state of {self.path.removeprefix('/episodes/')}: HTTP {response.status_code}")
+        return response.json()
+
+
+class EpisodeSession:
+    """One episode on the server: its seeded start state, its tools, and how its tool calls travel (one POST
+    each, or the SDK session ``mcp`` on stateful protocols)."""
+
+    def __init__(
+        self,
+        client: EnvClient,
+        mcp: Any,
+        state: _ServerState,
+        episode_id: str,
+        task: Task,
+        start: dict[str, Any],
+        tools: list[ToolSpec],
+        caller: ToolCaller | None = None,
+    ):
+        self._client = client
+        self._mcp = mcp
+        self._caller = caller  # the one-POST fast path on stateless protocols; None: the SDK's call_tool
+        self._state = state
+        self._tool_names = {t.name for t in tools}
+        self.episode_id = episode_id
+        self.task = task
+        self.start_state = start
+        self.tools = tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call a tool; an unknown tool name is the agent's error, a transport failure is an EnvError."""
+        if self._state.final is not None:
+            raise RuntimeError(f"episode {self.episode_id} was scored: its state is freed, no more tool calls")
+        if name not in self._tool_names:
+            return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)
+        self._client.stats.tool_calls += 1
+        try:
+            async with self._client.limit:
+                if self._caller is not None:
+                    return ToolResult(*result_text(await self._caller.call(name, arguments, self._client.call_timeout_s)))
+                result = await self._mcp.call_tool(name, arguments, read_timeout_seconds=self._client.call_timeout_s)
+        except asyncio.CancelledError as exc:
+            if not is_sdk_cancellation(exc):
+                raise  # our own task is being cancelled: let it be
+            raise EnvError(f"tool call {name}: the session's connection failed (server gone?)") from exc
+        except Exception as exc:  # transport and timeout errors of every shape the SDK raises
+            if type(exc).__name__.endswith("Timeout"):  # httpx2's ReadTimeout, ConnectTimeout, ...
+                raise EnvError(f"tool call {name} timed out after {self._client.call_timeout_s:g}s ({describe(exc)})") from exc
+            raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        return ToolResult(text, bool(result.is_error), failure_kind(result.meta, bool(result.is_error)))
+
+    async def final_state(self) -> dict[str, Any]:
+        """The episode's state on the server now (after ``score``: the state it scored)."""
+        return await self._state.read()
+
+    async def score(self) -> float:
+        """The verifier's reward for the final state, read and freed in one request; VerifierError (an EnvError)
+        when untrusted code fails. Ends the episode: later tool calls raise."""
+        return await score_async(self.task, self.start_state, await self._state.take())
+
+
+class EnvClient:
+    """Client for one environment server, shared by a trial's concurrent episodes (one event loop)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        max_concurrent: int = 32,
+        call_timeout_s: float = 10.0,
+        open_attempts: int = 3,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+        max_sessions: int | None = None,
+        fast_calls: bool = True,
+        open_timeout_s: float = 30.0,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.call_timeout_s = call_timeout_s
+        self.open_timeout_s = open_timeout_s  # each request while opening (seed, discover, list tools)
+        self.open_attempts = open_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.limit = asyncio.Semaphore(max_concurrent)
+        self.sessions = asyncio.Semaphore(max_sessions) if max_sessions else None
+        self.fast_calls = fast_calls  # tool calls as one plain POST where the protocol is stateless (toolenvs.rpc)
+        self.waiting = 0  # episodes queued for a session slot
+        self.stats = ClientStats()
+        self.server: ServerInfo | None = None  # learned on the first open (fast_calls only), kept for the client's life
+        self._discovery: tuple[Any, asyncio.Lock] | None = None  # (event loop, lock): one discovery at a time
+        self._pools: list[_Pool] = []  # HTTP clients of the open episodes, EPISODES_PER_POOL each at most
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds before retry ``attempt + 1``: base·2^attempt, times a jitter factor in [1, 2), capped."""
+        return min(self.max_backoff_s, self.backoff_s * 2**attempt * (1 + random.random()))
+
+    @asynccontextmanager
+    async def episode(self, task: Task) -> AsyncIterator[EpisodeSession]:
+        """Open an episode (retrying with backoff), yield it, always close and free it.
+
+        Every environment failure, during the episode or while closing it, leaves as ``EnvError``.
+        """
+        episode_id = uuid.uuid4().hex
+        finished, body_error = False, None
+        async with self._session_slot():
+            try:
+                async with AsyncExitStack() as stack:  # closes the MCP session, then frees the state on the server
+                    session = await self._open_with_retries(stack, task, episode_id)
+                    try:
+                        yield session
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finished = True
+            except BaseException as exc:
+                error = self._outcome(body_error or exc, exc, episode_id)
+                if finished and isinstance(error, EnvError):
+                    return  # the episode is done; only closing a dead connection failed
+                if isinstance(error, EnvError):
+                    self.stats.env_errors += 1
+                if error is exc or error is body_error:
+                    raise error  # noqa: B904 -- as the caller or the environment raised it, its own cause kept
+                raise error from exc
+
+    def _outcome(self, cause: BaseException, raised: BaseException, episode_id: str) -> BaseException:
+        """What leaves ``episode``: an EnvError for environment failures; the caller's own exception (a bug, a
+        real cancellation) as the caller raised it, not wrapped in the SDK's ExceptionGroup."""
+        if isinstance(cause, EnvError):
+            return cause
+        if isinstance(raised, BaseExceptionGroup):  # the SDK's task group wraps what the episode raised
+            inner = _first_env_error(raised)
+            if inner is not None and is_env_failure(raised):
+                return inner
+        for candidate in (cause, raised):
+            if isinstance(candidate, asyncio.CancelledError) and is_sdk_cancellation(candidate):
+                return EnvError(f"episode {episode_id} on {self.base_url}: the connection failed ({describe(raised)})")
+            if isinstance(candidate, Exception) and is_env_failure(candidate):
+                return EnvError(f"episode {episode_id} on {self.base_url}: {describe(candidate)}")
+        return cause
+
+    @asynccontextmanager
+    async def _session_slot(self) -> AsyncIterator[None]:
+        if self.sessions is None:
+            yield
+            return
+        self.waiting += 1
+        try:
+            await self.sessions.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            self.sessions.release()
+
+    async def _open_with_retries(self, stack: AsyncExitStack, task: Task, episode_id: str) -> EpisodeSession:
+        for attempt in range(self.open_attempts):
+            attempt_stack = AsyncExitStack()
+            try:
+                session = await self._open(attempt_stack, task, episode_id)
+                stack.push_async_exit(attempt_stack)
+                self.stats.opened += 1
+                return session
+            except Exception as exc:
+                await _aclose_ignoring(attempt_stack)
+                if not is_env_failure(exc):
+                    raise  # a bug, not the environment: never disguised as an env_error
+                if not is_transient(exc) or attempt + 1 == self.open_attempts:
+                    tries = f"after {attempt + 1} tries" if attempt else "(not retried)" if not is_transient(exc) else ""
+                    raise EnvError(f"opening episode {episode_id} on {self.base_url} failed {tries}: {describe(exc)}") from exc
+            self.stats.open_retries += 1
+            await asyncio.sleep(self.backoff(attempt))
+        raise AssertionError("unreachable")
+
+    async def _open(self, stack: AsyncExitStack, task: Task, episode_id: str) -> EpisodeSession:
+        http = await stack.enter_async_context(self._pooled_http())
+        body = {"episode_id": episode_id, "env_variables": task.env_variables, "initial_state": task.initial_state}
+        async with self.limit:
+            seeded = await http.post("/episodes", json=body)
+        seeded.raise_for_status()
+        start = seeded.json()["state"]  # freshly parsed: no one else holds it
+        state = _ServerState(http, episode_id)
+        stack.push_async_callback(state.free_quietly)  # from here on the server holds state for us
+        if self.fast_calls:
+            server = await self._server_info(http)
+            if is_stateless(server.protocol_version):  # nothing more to open: each tool call is one POST
+                caller = ToolCaller(http, f"{self.base_url}/mcp", server.protocol_version, {EPISODE_HEADER: episode_id})
+                return EpisodeSession(self, None, state, episode_id, task, start, list(server.tools), caller)
+        own = await stack.enter_async_context(_http_client(self.open_timeout_s, headers={EPISODE_HEADER: episode_id}))
+        mcp, tools = await self._sdk_session(stack, own)
+        return EpisodeSession(self, mcp, state, episode_id, task, start, list(tools))
+
+    async def _server_info(self, http: Any) -> ServerInfo:
+        """The server's protocol version and tools, asked once per client (the first opener asks, the others wait)."""
+        loop = asyncio.get_running_loop()
+        if self._discovery is None or self._discovery[0] is not loop:
+            self._discovery = (loop, asyncio.Lock())
+        async with self._discovery[1]:
+            if self.server is None:
+                async with AsyncExitStack() as stack:
+                    mcp, tools = await self._sdk_session(stack, http)
+                    self.server = ServerInfo(mcp.protocol_version, tuple(tools))
+                self.stats.discovered += 1
+        return self.server
+
+    async def _sdk_session(self, stack: AsyncExitStack, http: Any) -> tuple[Any, list[ToolSpec]]:
+        """An MCP SDK session over ``http`` (protocol negotiated) and the tools it lists; EnvError on an empty list."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        transport = streamable_http_client(f"{self.base_url}/mcp", http_client=http)
+        mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.open_timeout_s))
+        async with self.limit:
+            listed = await mcp.list_tools()
+        tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
+        if not tools:  # seen in production under load ("no tools found"): retried like a connection error
+            raise EnvError(f"{self.base_url} listed no tools")
+        return mcp, tools
+
+    @asynccontextmanager
+    async def _pooled_http(self) -> AsyncIterator[Any]:
+        """An HTTP client (connection pool) shared with at most EPISODES_PER_POOL - 1 other open episodes; made
+        when all are full, closed by its last user (so none outlives the event loop that made it)."""
+        pool = next((p for p in self._pools if p.users < EPISODES_PER_POOL), None)
+        if pool is None:
+            pool = _Pool(_http_client(self.open_timeout_s, base_url=self.base_url))
+            self._pools.append(pool)
+        pool.users += 1
+        try:
+            yield pool.http
+        finally:
+            pool.users -= 1
+            if pool.users == 0:
+                self._pools.remove(pool)
+                await pool.http.aclose()
+
+
+@dataclass
+class _Pool:
+    http: Any
+    users: int = 0
+
+
+@functools.cache
+def _ssl_context() -> Any:
+    """httpx2's default TLS context, built once: building it reads the CA bundle (~30 ms, per client otherwise)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def _http_client(timeout_s: float, **kwargs: Any) -> Any:
+    import httpx2
+
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), verify=_ssl_context(), **kwargs)
+
+
+def is_sdk_cancellation(exc: BaseException) -> bool:
+    """A CancelledError the SDK's anyio task group raised into our task because its connection failed.
+
+    anyio marks its cancellations with this message and tells them apart the same way
+    (``anyio._backends._asyncio.is_anyio_cancellation``); a cancellation of our own task has no such message.
+    """
+    while isinstance(exc, asyncio.CancelledError):
+        if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith("Cancelled via cancel scope "):
+            return True
+        exc = exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def _first_env_error(exc: BaseException) -> EnvError | None:
+    """The first EnvError inside a group (keeps a VerifierError's outcome when the SDK wrapped it)."""
+    if isinstance(exc, EnvError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_env_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def is_env_failure(exc: BaseException) -> bool:
+    """Transport errors, timeouts and protocol errors, alone or grouped (as the SDK's task groups raise them)."""
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_env_failure(e) or isinstance(e, asyncio.CancelledError) for e in exc.exceptions)
+    return isinstance(exc, (EnvError, RpcError, httpx2.TransportError, httpx2.HTTPStatusError, MCPError, OSError, TimeoutError))
+
+
+def is_stateless(protocol_version: str) -> bool:
+    """A protocol version on which each request stands alone (no session id), so a tool call is one POST."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: anything but an HTTP 4xx other than 429 (a wrong URL or a rejected seed stays wrong)."""
+    import httpx2
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_transient(e) for e in exc.exceptions)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return True
+
+
+def describe(exc: BaseException) -> str:
+    """The innermost messages of an exception (group), one line."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def _aclose_ignoring(stack: AsyncExitStack) -> None:
+    try:
+        await stack.aclose()
+    except BaseException as exc:  # closing a half-open connection may raise anything the transport raises
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise

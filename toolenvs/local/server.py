@@ -1,0 +1,137 @@
+"""Serve a local app as a real MCP server (streamable HTTP, 127.0.0.1) with per-episode state.
+
+One process serves many episodes. Each episode is keyed by the ``x-episode-id`` HTTP header its client
+sends; its state is seeded through a small admin API beside ``/mcp`` and read back for verification:
+
+    POST   /episodes            {"episode_id", "env_variables", "initial_state"}   seed (or reset)
+    GET    /episodes/{id}       the current state (for the verifier; the agent never sees it)
+    DELETE /episodes/{id}       free it
+    GET    /health
+
+Run as ``python -m toolenvs.local.server --app hotel``: it prints ``READY <port>`` once listening on a free
+port, and exits by itself when its parent process dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import inspect
+import json
+import os
+import socket
+import sys
+from types import ModuleType
+from typing import Any
+
+from configkit import environ
+from toolenvs.lifeline import exit_with_parent
+from toolenvs.outcomes import FAILURE_META, Failure
+
+EPISODE_HEADER = "x-episode-id"
+KEEP_ALIVE_S = 900  # longer than any pause of a trial between two requests on one connection
+
+
+def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any) -> Any:
+    """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
+
+    signature = inspect.signature(fn, eval_str=True)
+    params = list(signature.parameters.values())[1:]
+
+    @functools.wraps(fn)
+    async def tool(*args: Any, **kwargs: Any) -> Any:
+        # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
+        ctx: Context = kwargs.pop("ctx")
+        episode_id = (ctx.headers or {}).get(EPISODE_HEADER)
+        if episode_id not in episodes:
+            raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
+        try:
+            result = fn(episodes[episode_id], *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except app.AppError as exc:  # the agent sees the message; the trajectory gets its kind (in _meta)
+            kind = getattr(exc, "kind", Failure.TOOL_ERROR)
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True, _meta={FAILURE_META: kind})
+        return json.dumps(result, separators=(", ", ": "))
+
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    tool.__signature__ = signature.replace(parameters=[*params, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"ctx": Context, "return": str}
+    return tool
+
+
+def build_app(app: ModuleType):
+    """The Starlette app: the MCP endpoint at ``/mcp`` plus the episode admin routes."""
+    from mcp.server.mcpserver import MCPServer
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    episodes: dict[str, dict[str, Any]] = {}
+    peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
+    server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
+    for name, fn in app.TOOLS.items():
+        server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
+    if environ.GRPO_ENV_TRACING.get() != "1":  # a span per call costs CPU; local servers export none
+        server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+
+    @server.custom_route("/episodes", methods=["POST"])
+    async def seed(request: Request) -> Response:
+        body = await request.json()
+        episode_id = str(body["episode_id"])
+        episodes[episode_id] = app.initial_state(body.get("env_variables", {}), body.get("initial_state", {}))
+        peak[0] = max(peak[0], len(episodes))
+        return JSONResponse({"episode_id": episode_id, "state": episodes[episode_id]})
+
+    @server.custom_route("/episodes/{episode_id}", methods=["GET", "DELETE"])
+    async def episode(request: Request) -> Response:
+        episode_id = request.path_params["episode_id"]
+        if episode_id not in episodes:
+            return JSONResponse({"error": f"no episode {episode_id}"}, status_code=404)
+        state = episodes.pop(episode_id) if request.method == "DELETE" else episodes[episode_id]
+        return JSONResponse(state)
+
+    @server.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> Response:
+        return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes), "peak_episodes": peak[0]})
+
+    return server.streamable_http_app(json_response=True)
+
+
+def _listen_socket() -> socket.socket:
+    # IPPROTO_TCP explicitly: a plain socket() handed to uvicorn costs ~44 ms per request (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    from toolenvs.local import get_app
+
+    parser = argparse.ArgumentParser(description="Serve a local tool-use app over MCP on 127.0.0.1.")
+    parser.add_argument("--app", required=True, help="env_key of the app to serve, or a module path (tests' fault apps)")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (default: the parent)")
+    args = parser.parse_args(argv)
+    app = importlib.import_module(args.app) if "." in args.app else get_app(args.app)
+    exit_with_parent(args.parent_pid or os.getppid())
+    sock = _listen_socket()
+    print(f"READY {sock.getsockname()[1]}", flush=True)
+    # state is in memory only: on stop, waiting long for in-flight calls buys nothing. Idle connections are
+    # kept long: a trial's clients idle for as long as a generation batch takes (tens of seconds), and with
+    # uvicorn's default of 5 s a request sent as the server closes its connection fails (ReadError): 6 of 384
+    # episodes that idled 5 s, none with this.
+    config = uvicorn.Config(build_app(app), log_level="warning", access_log=False, timeout_graceful_shutdown=1,
+                            timeout_keep_alive=KEEP_ALIVE_S)
+    uvicorn.Server(config).run(sockets=[sock])
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The task record users know (``task_key``, ``prompt``, ``env_key``, ...) and a loader that says what is wrong.
+
+One schema for local and hosted tasks. A task is judged by exactly one of: ``verifier`` (a declarative
+spec the local app's own verifier reads: ``{"type": ..., ...}``), ``verifier_code`` (untrusted Python
+defining ``verify(final_state: dict) -> float``, run sandboxed by ``toolenvs.sandbox``), or ``verifier_func``
+(a Fleet verifier: Python whose first top-level function takes the live environment, run by Fleet).
+
+Files load as JSON lines, or as a JSON array (or ``{"tasks": [...]}``) as Fleet exports them. Fleet's own
+field names are read as they are: ``key`` is ``task_key``, ``env_id`` is ``env_key``, ``version`` is
+``env_version``, ``data_id`` is ``data_key``, ``task_modality`` is ``modality``; ``data_key``,
+``data_version``, ``env_version`` and JSON-valued ``env_variables`` are kept verbatim. Computer-use tasks
+are refused by name (this trainer acts through tool calls). The loader rejects a bad record with its file,
+line or index, task and key. Leaves out: running verifiers (``toolenvs.verify``; Fleet runs its own) and
+checking that an ``env_key`` is served anywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from configkit.base import ConfigError, StrictModel, validate
+
+VERIFIER_FUNCTION = "verify"
+
+
+class SolutionCall(StrictModel):
+    """One tool call of a reference solution."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(StrictModel):
+    """One task: what the agent is asked, where it acts, and how its final state is judged."""
+
+    task_key: str = Field(min_length=1, description="Unique within a task set.")
+    prompt: str = Field(min_length=1, description="What the agent is asked to do.")
+    env_key: str = Field(min_length=1, description="Which environment serves the task (a local app or a Fleet env).")
+    env_version: str | None = Field(None, description="The environment's version the task was written for (None: Fleet's newest).")
+    data_key: str | None = Field(None, description="Fleet: the data set the instance is seeded with (Fleet export: data_id).")
+    data_version: str | None = Field(None, description="Fleet: the data set's version (read with data_key).")
+    env_variables: dict[str, Any] = Field(default_factory=dict, description="E.g. CURRENT_DATE, LOGGED_IN_USER; seed the state (Fleet takes any JSON value).")
+    initial_state: dict[str, Any] = Field(default_factory=dict, description="App state seeded before the episode.")
+    verifier: dict[str, Any] | None = Field(None, description="Declarative check of the final state: {'type': ..., ...}.")
+    verifier_code: str | None = Field(
+        None, min_length=1, description="Untrusted Python defining verify(final_state: dict) -> float; run sandboxed."
+    )
+    verifier_func: str | None = Field(
+        None, min_length=1, description="Fleet's verifier: Python whose first top-level function takes the live environment; Fleet runs it."
+    )
+    solution: list[SolutionCall] = Field(default_factory=list, description="A reference sequence of tool calls.")
+    modality: Literal["tool_use"] = Field("tool_use", description="Only tool use is trained here.")
+    difficulty: int = Field(1, ge=1, description="Tool calls the reference solution needs.")
+
+    @model_validator(mode="after")
+    def _one_verifier(self) -> Task:
+        problem = verifier_problem(self.verifier, self.verifier_code, self.verifier_func)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+VERIFIERS = "'verifier' (a spec dict), 'verifier_code' (Python defining verify(final_state)) or 'verifier_func' (a Fleet verifier)"
+
+
+def verifier_problem(verifier: Any, verifier_code: Any, verifier_func: Any = None) -> str | None:
+    """Why a record's verifier fields are unusable, or None. Parses code without running it."""
+    given = [name for name, value in (("verifier", verifier), ("verifier_code", verifier_code), ("verifier_func", verifier_func)) if value is not None]
+    if len(given) != 1:
+        without = " (a Fleet task without one is scored 0.0 by Fleet, silently)" if not given else f" (got {', '.join(given)})"
+        return f"give exactly one of {VERIFIERS}{without}"
+    if given == ["verifier"]:
+        return None
+    key = given[0]
+    code = verifier_code if key == "verifier_code" else verifier_func
+    if not isinstance(code, str):
+        return f"key '{key}' must be a string of Python source, got {type(code).__name__}"
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return f"key '{key}' is not valid Python: line {exc.lineno}: {exc.msg}"
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    if key == "verifier_code" and not any(node.name == VERIFIER_FUNCTION for node in functions):
+        return f"key 'verifier_code' must define a top-level function {VERIFIER_FUNCTION}(final_state: dict) -> float"
+    if key == "verifier_func" and not any(node.args.args or node.args.vararg for node in functions):
+        return "key 'verifier_func' must define a top-level function taking the environment (Fleet runs the first one defined)"
+    return None
+
+
+FLEET_NAMES = {"key": "task_key", "env_id": "env_key", "version": "env_version", "data_id": "data_key", "task_modality": "modality"}
+
+
+def from_fleet_names(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with Fleet's export names read as ours (a name given both ways keeps ours)."""
+    out = dict(record)
+    for theirs, ours in FLEET_NAMES.items():
+        if theirs in out:
+            value = out.pop(theirs)
+            out.setdefault(ours, value)
+    return out
+
+
+def parse_task(record: Any, source: str) -> Task:
+    """One record to a Task; ConfigError names ``source`` (file:line), the task and the key."""
+    if not isinstance(record, dict):
+        raise ConfigError(f"{source}: a task record must be a JSON object, got {type(record).__name__}")
+    record = from_fleet_names(record)
+    if isinstance(record.get("task_key"), str):
+        source = f"{source} (task {record['task_key']!r})"
+    if record.get("modality") == "computer_use":
+        raise ConfigError(f"{source}: key 'modality' = 'computer_use': this trainer acts through tool calls only (allowed: tool_use); "
+                          "filter computer-use tasks out of the file")
+    problem = verifier_problem(record.get("verifier"), record.get("verifier_code"), record.get("verifier_func"))
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
+    return validate(Task, record, source)
+
+
+def _records(path: Path) -> list[tuple[str, Any]]:
+    """(where, record) of each task in a file: JSON lines, or one JSON array or ``{"tasks": [...]}`` (Fleet's export)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): a task file is JSON lines or a JSON array") from None
+    try:
+        document = _one_document(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    if isinstance(document, list):
+        return [(f"{path}[{i}]", item) for i, item in enumerate(document)]
+    if isinstance(document, dict) and "tasks" in document and "prompt" not in document:
+        if not isinstance(document["tasks"], list):
+            raise ConfigError(f"{path}: key 'tasks' must be an array of tasks, got {type(document['tasks']).__name__}")
+        return [(f"{path}[{i}]", item) for i, item in enumerate(document["tasks"])]
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append((f"{path}:{lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{lineno}: not valid JSON: {exc}") from None
+    return records
+
+
+def _one_document(text: str) -> Any:
+    """The file as one JSON value when it is one (an array, an object), else None (JSON lines, or broken)."""
+    if not text.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        if text.lstrip().startswith("["):  # an array that does not parse: its own error, not line by line
+            raise
+        return None
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Read a task file; a bad record raises ConfigError naming the file, the line (or index) and the key."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such task file")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for source, record in _records(path):
+        task = parse_task(record, source)
+        if task.task_key in seen:
+            raise ConfigError(f"{source}: key 'task_key' = {task.task_key!r} appears twice")
+        seen.add(task.task_key)
+        tasks.append(task)
+    return tasks
+
+
+def load_task_files(paths: list[str | Path]) -> list[Task]:
+    """Tasks of several files; a task_key in two files is an error naming both."""
+    tasks: list[Task] = []
+    where: dict[str, Path] = {}
+    for path in map(Path, paths):
+        for task in load_tasks(path):
+            if task.task_key in where:
+                raise ConfigError(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
+            where[task.task_key] = path
+            tasks.append(task)
+    return tasks
