@@ -34,6 +34,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from toolenvs import mcpcompat
 from toolenvs.errors import EnvError, VerifierError
 from toolenvs.local.server import EPISODE_HEADER
 from toolenvs.outcomes import Failure
@@ -159,17 +160,17 @@ class EpisodeSession:
             async with self._client.limit:
                 if self._caller is not None:
                     return ToolResult(*result_text(await self._caller.call(name, arguments, self._client.call_timeout_s)))
-                result = await self._mcp.call_tool(name, arguments, read_timeout_seconds=self._client.call_timeout_s)
+                text, failed, meta = await mcpcompat.call_tool(self._mcp, name, arguments, self._client.call_timeout_s)
         except asyncio.CancelledError as exc:
             if not is_sdk_cancellation(exc):
                 raise  # our own task is being cancelled: let it be
             raise EnvError(f"tool call {name}: the session's connection failed (server gone?)") from exc
         except Exception as exc:  # transport and timeout errors of every shape the SDK raises
-            if type(exc).__name__.endswith("Timeout"):  # httpx2's ReadTimeout, ConnectTimeout, ...
+            if type(exc).__name__.endswith("Timeout") or (isinstance(exc, mcpcompat.MCPError) and "timed out" in str(exc).lower()):
+                # httpx's ReadTimeout, ConnectTimeout, ...; the SDK's own read timeout is an MCPError that says so
                 raise EnvError(f"tool call {name} timed out after {self._client.call_timeout_s:g}s ({describe(exc)})") from exc
             raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
-        text = "".join(getattr(block, "text", "") for block in result.content)
-        return ToolResult(text, bool(result.is_error), failure_kind(result.meta, bool(result.is_error)))
+        return ToolResult(text, failed, failure_kind(meta, failed))
 
     async def final_state(self) -> dict[str, Any]:
         """The episode's state on the server now (after ``score``: the state it scored)."""
@@ -308,7 +309,7 @@ class EnvClient:
                 caller = ToolCaller(http, f"{self.base_url}/mcp", server.protocol_version, {EPISODE_HEADER: episode_id})
                 return EpisodeSession(self, None, state, episode_id, task, start, list(server.tools), caller)
         own = await stack.enter_async_context(_http_client(self.open_timeout_s, headers={EPISODE_HEADER: episode_id}))
-        mcp, tools = await self._sdk_session(stack, own)
+        mcp, tools, _ = await self._sdk_session(stack, own)
         return EpisodeSession(self, mcp, state, episode_id, task, start, list(tools))
 
     async def _server_info(self, http: Any) -> ServerInfo:
@@ -319,24 +320,21 @@ class EnvClient:
         async with self._discovery[1]:
             if self.server is None:
                 async with AsyncExitStack() as stack:
-                    mcp, tools = await self._sdk_session(stack, http)
-                    self.server = ServerInfo(mcp.protocol_version, tuple(tools))
+                    _, tools, version = await self._sdk_session(stack, http)
+                    self.server = ServerInfo(version, tuple(tools))
                 self.stats.discovered += 1
         return self.server
 
-    async def _sdk_session(self, stack: AsyncExitStack, http: Any) -> tuple[Any, list[ToolSpec]]:
-        """An MCP SDK session over ``http`` (protocol negotiated) and the tools it lists; EnvError on an empty list."""
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        transport = streamable_http_client(f"{self.base_url}/mcp", http_client=http)
-        mcp = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.open_timeout_s))
+    async def _sdk_session(self, stack: AsyncExitStack, http: Any) -> tuple[Any, list[ToolSpec], str]:
+        """An MCP SDK session over ``http``, the tools it lists and the protocol version it negotiated; EnvError
+        on an empty list."""
+        mcp, version = await stack.enter_async_context(mcpcompat.session(f"{self.base_url}/mcp", http, self.open_timeout_s))
         async with self.limit:
             listed = await mcp.list_tools()
-        tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
+        tools = [ToolSpec(t.name, t.description or "", mcpcompat.input_schema(t)) for t in listed.tools]
         if not tools:  # seen in production under load ("no tools found"): retried like a connection error
             raise EnvError(f"{self.base_url} listed no tools")
-        return mcp, tools
+        return mcp, tools, version
 
     @asynccontextmanager
     async def _pooled_http(self) -> AsyncIterator[Any]:
@@ -364,16 +362,13 @@ class _Pool:
 
 @functools.cache
 def _ssl_context() -> Any:
-    """httpx2's default TLS context, built once: building it reads the CA bundle (~30 ms, per client otherwise)."""
-    import httpx2
-
-    return httpx2.create_ssl_context()
+    """The default TLS context, built once: building it reads the CA bundle (~30 ms, per client otherwise)."""
+    return mcpcompat.ssl_context()
 
 
 def _http_client(timeout_s: float, **kwargs: Any) -> Any:
-    import httpx2
-
-    return httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), verify=_ssl_context(), **kwargs)
+    http = mcpcompat.http
+    return http.AsyncClient(timeout=http.Timeout(timeout_s), verify=_ssl_context(), **kwargs)
 
 
 def is_sdk_cancellation(exc: BaseException) -> bool:
@@ -403,28 +398,26 @@ def _first_env_error(exc: BaseException) -> EnvError | None:
 
 def is_env_failure(exc: BaseException) -> bool:
     """Transport errors, timeouts and protocol errors, alone or grouped (as the SDK's task groups raise them)."""
-    import httpx2
-    from mcp.shared.exceptions import MCPError
+    import anyio
 
+    http = mcpcompat.http
     if isinstance(exc, BaseExceptionGroup):
         return all(is_env_failure(e) or isinstance(e, asyncio.CancelledError) for e in exc.exceptions)
-    return isinstance(exc, (EnvError, RpcError, httpx2.TransportError, httpx2.HTTPStatusError, MCPError, OSError, TimeoutError))
+    # a stream the SDK closed under a call that timed out (stateful protocols) is the connection's failure too
+    closed = (anyio.BrokenResourceError, anyio.ClosedResourceError)
+    return isinstance(exc, (EnvError, RpcError, http.TransportError, http.HTTPStatusError, mcpcompat.MCPError, OSError, TimeoutError, *closed))
 
 
 def is_stateless(protocol_version: str) -> bool:
     """A protocol version on which each request stands alone (no session id), so a tool call is one POST."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    return protocol_version in MODERN_PROTOCOL_VERSIONS
+    return mcpcompat.is_stateless(protocol_version)
 
 
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: anything but an HTTP 4xx other than 429 (a wrong URL or a rejected seed stays wrong)."""
-    import httpx2
-
     if isinstance(exc, BaseExceptionGroup):
         return all(is_transient(e) for e in exc.exceptions)
-    if isinstance(exc, httpx2.HTTPStatusError):
+    if isinstance(exc, mcpcompat.http.HTTPStatusError):
         status = exc.response.status_code
         return status >= 500 or status == 429
     return True

@@ -27,7 +27,7 @@ class RpcError(Exception):
 
 
 class ToolCaller:
-    """Calls tools on ``url`` through ``http`` (an ``httpx2.AsyncClient``), adding ``headers`` to each request."""
+    """Calls tools on ``url`` through ``http`` (an ``AsyncClient`` of ``mcpcompat.http``), adding ``headers`` to each request."""
 
     def __init__(self, http: Any, url: str, protocol_version: str, headers: dict[str, str] | None = None):
         self.http = http

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from toolenvs import mcpcompat
 from toolenvs.check import shipped_task_files
 from toolenvs.client import EnvClient
 from toolenvs.local import APPS, get_app
@@ -42,22 +43,19 @@ def _hardest(tasks: list[Task], env_key: str) -> Task:
 
 
 async def _sdk_episode(base_url: str, task: Task):
-    """Seed an episode, then drive it with the SDK's ClientSession only: list tools, replay, one bad call."""
-    import httpx2
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    """Seed an episode, then drive it with the installed SDK's own client session only (2.x or 1.x, through
+    ``mcpcompat``'s few renames): list tools, replay, one bad call."""
+    from toolenvs import mcpcompat
 
     episode_id = f"sdk-{uuid.uuid4().hex[:8]}"
-    async with httpx2.AsyncClient(base_url=base_url, timeout=10) as admin:
+    async with mcpcompat.http.AsyncClient(base_url=base_url, timeout=10) as admin:
         body = {"episode_id": episode_id, "env_variables": task.env_variables, "initial_state": task.initial_state}
         start = (await admin.post("/episodes", json=body)).json()["state"]
-        async with httpx2.AsyncClient(headers={EPISODE_HEADER: episode_id}, timeout=10) as http:
-            async with streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    tools = (await session.list_tools()).tools
-                    results = [await session.call_tool(c.name, c.arguments) for c in task.solution]
-                    bad = await session.call_tool(task.solution[-1].name, {})  # required arguments missing
+        async with mcpcompat.http.AsyncClient(headers={EPISODE_HEADER: episode_id}, timeout=10) as http:
+            async with mcpcompat.session(f"{base_url}/mcp", http, 10) as (session, _):
+                tools = (await session.list_tools()).tools
+                results = [await mcpcompat.call_tool(session, c.name, c.arguments, 10) for c in task.solution]
+                bad = await mcpcompat.call_tool(session, task.solution[-1].name, {}, 10)  # required arguments missing
         final = (await admin.get(f"/episodes/{episode_id}")).json()
         await admin.delete(f"/episodes/{episode_id}")
     return tools, results, bad, start, final
@@ -69,14 +67,15 @@ def test_the_mcp_sdk_client_lists_and_calls_every_app(env_key, servers, shipped)
     tools, results, bad, start, final = asyncio.run(_sdk_episode(servers[env_key].base_url, task))
 
     assert [t.name for t in tools] == list(app.TOOLS)
-    for tool in tools:  # typed JSON-schema arguments, required where the function has no default
-        assert tool.input_schema["type"] == "object" and all("type" in p or "anyOf" in p for p in tool.input_schema["properties"].values())
-    integer_args = {name for t in tools for name, p in t.input_schema["properties"].items() if p.get("type") == "integer"}
+    schemas = [mcpcompat.input_schema(t) for t in tools]
+    for schema in schemas:  # typed JSON-schema arguments, required where the function has no default
+        assert schema["type"] == "object" and all("type" in p or "anyOf" in p for p in schema["properties"].values())
+    integer_args = {name for schema in schemas for name, p in schema["properties"].items() if p.get("type") == "integer"}
     assert integer_args, f"{env_key} has no typed integer argument"
 
     _, _, local = app.replay(task.env_variables, task.initial_state, [(c.name, c.arguments) for c in task.solution])
-    assert [r.content[0].text for r in results] == [format_result(r) for r in local]
-    assert not any(r.is_error for r in results) and bad.is_error
+    assert [text for text, _, _ in results] == [format_result(r) for r in local]
+    assert not any(failed for _, failed, _ in results) and bad[1]
     assert app.verify(final, start, task.verifier) == 1.0
 
 

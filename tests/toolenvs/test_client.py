@@ -8,6 +8,7 @@ import asyncio
 import httpx
 import pytest
 
+from toolenvs import mcpcompat
 from toolenvs.client import EPISODES_PER_POOL, EnvClient
 
 
@@ -28,7 +29,10 @@ def test_the_server_is_asked_once_and_every_episode_after_that_is_only_seeded(ho
 
     assert asyncio.run(go()) == [1.0] * 16
     assert (client.stats.discovered, client.stats.opened) == (1, 16)
-    assert all(s._caller is not None and s._mcp is None for s in seen)  # one POST per call, no SDK session
+    if mcpcompat.V2:  # the stateless protocol: one POST per call, no SDK session
+        assert all(s._caller is not None and s._mcp is None for s in seen)
+    else:  # mcp 1.x speaks only stateful protocols: each episode is an SDK session
+        assert all(s._caller is None and s._mcp is not None for s in seen)
     assert len({id(s._state.http) for s in seen}) == 16 // EPISODES_PER_POOL  # episodes share HTTP clients, 8 a client
     assert client._pools == []  # the last episode of each pool closed it
     assert httpx.get(f"{hotel_server.base_url}/health").json()["episodes"] == 0  # every episode freed its state
@@ -40,7 +44,7 @@ def test_the_tools_it_remembers_are_those_an_sdk_session_lists(hotel_server, tas
             return session.tools, session._mcp is None
 
     (remembered, lean), (listed, sdk_lean) = asyncio.run(tools(True)), asyncio.run(tools(False))
-    assert remembered == listed and lean and not sdk_lean
+    assert remembered == listed and lean == mcpcompat.V2 and not sdk_lean  # no fast path on mcp 1.x
 
 
 def test_one_client_serves_one_event_loop_after_another(hotel_server, tasks):

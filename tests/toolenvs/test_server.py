@@ -85,13 +85,12 @@ def test_server_stops_with_its_owner():
 
 
 def test_env_failures_are_told_from_the_callers_own_errors():
-    import httpx2
-
     from toolenvs.client import is_env_failure
+    from toolenvs.mcpcompat import http
 
-    connect = httpx2.ConnectError("refused")
+    connect = http.ConnectError("refused")
     assert is_env_failure(connect)
-    assert is_env_failure(ExceptionGroup("tg", [connect, ExceptionGroup("inner", [httpx2.ReadTimeout("slow")])]))
+    assert is_env_failure(ExceptionGroup("tg", [connect, ExceptionGroup("inner", [http.ReadTimeout("slow")])]))
     assert not is_env_failure(ValueError("a bug in the caller"))
     assert not is_env_failure(ExceptionGroup("tg", [connect, KeyError("bug")]))
 

@@ -35,9 +35,7 @@ KEEP_ALIVE_S = 900  # longer than any pause of a trial between two requests on o
 
 def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any) -> Any:
     """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import CallToolResult, TextContent
+    from toolenvs.mcpcompat import Context, ToolError, error_result, request_headers
 
     signature = inspect.signature(fn, eval_str=True)
     params = list(signature.parameters.values())[1:]
@@ -46,7 +44,7 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
     async def tool(*args: Any, **kwargs: Any) -> Any:
         # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
         ctx: Context = kwargs.pop("ctx")
-        episode_id = (ctx.headers or {}).get(EPISODE_HEADER)
+        episode_id = request_headers(ctx).get(EPISODE_HEADER)
         if episode_id not in episodes:
             raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
         try:
@@ -54,8 +52,7 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
             if inspect.isawaitable(result):
                 result = await result
         except app.AppError as exc:  # the agent sees the message; the trajectory gets its kind (in _meta)
-            kind = getattr(exc, "kind", Failure.TOOL_ERROR)
-            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True, _meta={FAILURE_META: kind})
+            return error_result(str(exc), {FAILURE_META: getattr(exc, "kind", Failure.TOOL_ERROR)})
         return json.dumps(result, separators=(", ", ": "))
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
@@ -66,17 +63,16 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
 
 def build_app(app: ModuleType):
     """The Starlette app: the MCP endpoint at ``/mcp`` plus the episode admin routes."""
-    from mcp.server.mcpserver import MCPServer
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
+    from toolenvs.mcpcompat import http_app, make_server
+
     episodes: dict[str, dict[str, Any]] = {}
     peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
-    server = MCPServer(app.ENV_KEY, version=app.ENV_VERSION, log_level="WARNING")
+    server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1")
     for name, fn in app.TOOLS.items():
         server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
-    if environ.GRPO_ENV_TRACING.get() != "1":  # a span per call costs CPU; local servers export none
-        server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
 
     @server.custom_route("/episodes", methods=["POST"])
     async def seed(request: Request) -> Response:
@@ -98,7 +94,7 @@ def build_app(app: ModuleType):
     async def health(request: Request) -> Response:
         return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes), "peak_episodes": peak[0]})
 
-    return server.streamable_http_app(json_response=True)
+    return http_app(server)
 
 
 def _listen_socket() -> socket.socket:
