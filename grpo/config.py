@@ -144,7 +144,7 @@ class RolloutConfig(StrictModel):
 class EnvConfig(StrictModel):
     """Where tasks come from and how environments are reached."""
 
-    backend: BackendConfig = Field(default_factory=LocalBackendConfig, description="Where episodes run: {type: local} (our MCP apps on 127.0.0.1); `backend: local` is short for it.")
+    backend: BackendConfig = Field(default_factory=LocalBackendConfig, description="Where episodes run: {type: local} (our MCP apps on 127.0.0.1) or {type: fleet, ...} (Fleet's hosted envs through OpenEnv: README, Fleet); `backend: local` is short for {type: local}.")
 
     tasks_path: str | list[str] = Field(DEFAULT_TASKS, description="JSONL task records: one file, or a list of files (task_keys unique across them).")
     env_keys: list[str] | None = Field(None, description="Keep only tasks of these env_keys (None: all).")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from grpo.chat import ChatFormat, opening_messages
@@ -109,6 +110,17 @@ class GenerationBatcher:
         self.live -= 1
         self._maybe_flush()
 
+    @asynccontextmanager
+    async def queued(self) -> AsyncIterator[None]:
+        """While an episode waits for capacity to open its environment (Fleet's instance cap), the batch
+        does not wait for it: the episodes holding the capacity must be able to finish and free it."""
+        self.live -= 1
+        self._maybe_flush()
+        try:
+            yield
+        finally:
+            self.live += 1
+
     def _maybe_flush(self) -> None:
         if not self.pending or len(self.pending) < self.live:
             return
@@ -139,13 +151,14 @@ async def _run_episode(
             batcher.finished()
 
     try:
-        async with client.episode(task) as session:
+        async with client.episode(task, batcher.queued) as session:
             signatures = [tool_signature(t.name, t.input_schema) for t in session.tools]
-            traj.append(chat.prompt_ids(opening_messages(task.prompt, signatures, task.env_variables)), own=False)
+            conversation = opening_messages(task.prompt, signatures, task.env_variables)
+            traj.append(chat.prompt_ids(conversation), own=False)
             traj.prompt_length = len(traj.token_ids)
-            await _turns(traj, order, session, batcher, chat, limits)
+            await _turns(traj, order, session, batcher, chat, limits, conversation)
             release()
-            traj.reward = await session.score()
+            traj.reward = await session.score(conversation=conversation)  # a judge-style verifier reads it (Fleet)
             traj.filter_overlong(limits.max_sequence_length)
     except EnvError as exc:
         traj.env_error, traj.stop_reason, traj.error = True, getattr(exc, "outcome", "env_error"), str(exc)  # env_error or verifier_error
@@ -154,7 +167,10 @@ async def _run_episode(
     return traj
 
 
-async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits) -> None:
+async def _turns(
+    traj: Trajectory, order: int, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits, conversation: list[dict[str, str]]
+) -> None:
+    """The agent's turns, appended to ``traj`` as tokens and to ``conversation`` as messages."""
     for turn in range(limits.max_turns):
         if limits.max_input_length is not None and len(traj.token_ids) > limits.max_input_length:
             traj.stop_reason = "max_input_length"
@@ -162,14 +178,17 @@ async def _turns(traj: Trajectory, order: int, session, batcher: GenerationBatch
         completion = await batcher.generate(traj.token_ids, order)
         traj.append(completion.token_ids, own=True, logprobs=completion.logprobs)
         traj.num_turns += 1
+        said = chat.decode(completion.token_ids if completion.finish_reason == "length" else completion.token_ids[:-1])
+        conversation.append({"role": "assistant", "content": said})
         if completion.finish_reason == "length":
             traj.stop_reason = "max_generate_length"
             return
-        action = parse_action(chat.decode(completion.token_ids[:-1]))
+        action = parse_action(said)
         if isinstance(action, Done):
             traj.stop_reason = "done"
             return
         text = await _act(traj, session, action, turn)
+        conversation.append({"role": "tool", "content": text})
         if turn + 1 < limits.max_turns:  # after the last turn the call still acts, but no model reads its result
             traj.append(chat.tool_turn_ids(text), own=False)
     traj.stop_reason = "max_turns"

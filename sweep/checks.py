@@ -34,7 +34,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     tasks_problem = task_problem(base, source)
     if tasks_problem:
         return [tasks_problem]  # the metric, the scheduler and the bases all read the tasks
-    problems = [*space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
+    problems = [*backend_problems(base, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:
@@ -61,6 +61,10 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
     """A key is a known, sweepable trainer key and the trainer accepts every extreme of its distribution."""
     if key in UNSWEEPABLE:
         yield f"{source}: key '{where}.{key}' cannot be swept (ASHA and the stop rule use trainer.{key}); set it under trainer"
+        return
+    if key == "env.backend" or key.startswith("env.backend."):
+        yield (f"{source}: key '{where}.{key}' cannot be swept: the environment backend is the sweep's (Fleet's instance "
+               "cap holds across all its trials); set it under trainer.env.backend")
         return
     if key not in dotted_keys(TrainerConfig):
         yield f"{source}: unknown trainer key '{where}.{key}' (allowed: {', '.join(dotted_keys(TrainerConfig))})"
@@ -136,6 +140,28 @@ def task_problem(base: TrainerConfig, source: str) -> str | None:
     except ValueError as exc:
         return f"{source}: the trainer's tasks: {exc}"
     return None
+
+
+def backend_problems(base: TrainerConfig, source: str) -> Iterator[str]:
+    """The environment backend can run every task (they load), and has what it needs (Fleet: key, SDK, OpenEnv)."""
+    from grpo.data import trial_tasks
+    from toolenvs.backend import task_problems
+    from toolenvs.local import APPS as local_apps
+
+    backend = base.env.backend
+    train, held_out = trial_tasks(base)
+    problems = task_problems(backend, train + held_out)
+    hosted = sorted({t.env_key for t in train} - set(local_apps))
+    if base.model.name_or_path is None and base.model.warmstart_steps > 0 and hosted:
+        yield (f"{source}: key 'trainer.model.name_or_path' = None: the tiny model is warm-started by replaying the tasks' solutions "
+               f"on our local apps, and {', '.join(hosted)} are not local apps; name a pretrained model (e.g. Qwen/Qwen3-8B) "
+               "or set trainer.model.warmstart_steps: 0")
+    if backend.type == "fleet":
+        from toolenvs.fleet import fleet_problems
+
+        problems += fleet_problems(backend.openenv_path)
+    for problem in problems:
+        yield f"{source}: key 'trainer.env.backend' = {{type: {backend.type}}}: {problem}"
 
 
 def search_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> Iterator[str]:

@@ -82,6 +82,7 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         check_resources(cfg, ray.cluster_resources())
+        slots = start_fleet_slots(cfg)  # noqa: F841 - held while the trials run
         results = make_tuner().fit()
     except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
         for notifier in notifiers(cfg):
@@ -124,6 +125,16 @@ def prepare_environment() -> None:
     if environ.GRPO_SWEEP_CACHE.is_set():  # trials run in their own directories
         environ.GRPO_SWEEP_CACHE.set(str(Path(environ.GRPO_SWEEP_CACHE.get() or "").expanduser().resolve()))
     snapshot_often()
+
+
+def start_fleet_slots(cfg: SweepConfig) -> Any:
+    """On Fleet, the actor capping the sweep's open instances (``toolenvs.fleet_slots``); else None."""
+    backend = cfg.trainer.env.backend
+    if backend.type != "fleet":
+        return None
+    from toolenvs.fleet_slots import start
+
+    return start(backend.max_instances, backend.ttl_s)
 
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -176,9 +176,10 @@ class EpisodeSession:
         """The episode's state on the server now (after ``score``: the state it scored)."""
         return await self._state.read()
 
-    async def score(self) -> float:
+    async def score(self, conversation: Sequence[Mapping[str, Any]] | None = None) -> float:
         """The verifier's reward for the final state, read and freed in one request; VerifierError (an EnvError)
-        when untrusted code fails. Ends the episode: later tool calls raise."""
+        when untrusted code fails. Ends the episode: later tool calls raise. Our verifiers read the state
+        only (``conversation`` is for a hosted judge, ``toolenvs.fleet``)."""
         return await score_async(self.task, self.start_state, await self._state.take())
 
 
@@ -217,8 +218,9 @@ class EnvClient:
         return min(self.max_backoff_s, self.backoff_s * 2**attempt * (1 + random.random()))
 
     @asynccontextmanager
-    async def episode(self, task: Task) -> AsyncIterator[EpisodeSession]:
-        """Open an episode (retrying with backoff), yield it, always close and free it.
+    async def episode(self, task: Task, queued: Any = None) -> AsyncIterator[EpisodeSession]:
+        """Open an episode (retrying with backoff), yield it, always close and free it (``queued``: unused,
+        a local server has no capacity to wait for beyond ``max_concurrent`` requests).
 
         Every environment failure, during the episode or while closing it, leaves as ``EnvError``.
         """

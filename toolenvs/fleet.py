@@ -1,111 +1,168 @@
-"""Hosted Fleet tasks through OpenEnv's ``FleetTaskEnv``, behind the same episode seam as ``EnvClient``.
+"""Hosted Fleet tasks through OpenEnv's ``FleetTaskEnv``: the ``fleet`` environment backend.
 
-``async with FleetClient().episode(task) as session``: ``session.tools``, ``await session.call_tool(name,
-args)`` and ``await session.score()``, like a local episode, so the trainer's episode loop runs Fleet
-tasks unchanged (pass a ``FleetClient`` where it takes an ``EnvClient``).
+``FleetTaskEnv`` (OpenEnv's ``envs/fleet_env``, in no PyPI package) provisions a Fleet instance for a task
+through the ``fleet-python`` SDK, lists and calls its tools over MCP (mcp 1.x names: the ``fleet`` extra
+installs mcp 1.x, and ``toolenvs.mcpcompat`` keeps our own servers and client working on it) and, when the
+episode is done, has Fleet run the task's ``verifier_func`` against the live instance. This module puts it
+behind the same episode seam as our local client (``episode(task)`` -> ``tools``, ``call_tool``, ``score``),
+so the trainer's loop runs Fleet tasks unchanged, and adds what it lacks, each from its code:
 
-``FleetTaskEnv`` lives in OpenEnv's repository (``envs/fleet_env``), in no PyPI package; it needs
-``fleet-python``, ``FLEET_API_KEY`` and the network. Its top-level package is named ``envs``, like ours, so
-it is found on ``sys.path`` and loaded under another name. Its interface, as this adapter uses it:
-``FleetTaskEnv(task_config, api_key=..., max_steps=..., request_timeout_s=...)``;
-``await reset_async() -> {"prompt", "observation", "tools", "step"}``;
-``await step_async({"tool", "params", "done"}) -> (obs, reward, done, info)`` with the reward only when done;
-``await close_async()``. The API key is read from the environment, passed only to that constructor and
-never logged, printed or stored in configs.
+- A ``None`` reward (the verification could not run, or its LLM judge failed, after OpenEnv's own retries:
+  3 + 6 + 12 s) is a ``VerifierError``: the episode is left out of its group's advantage and counted,
+  never scored 0.
+- A sweep-wide cap on instances open at once (``InstanceSlots``; Fleet's quotas are per API key): a Ray
+  actor every trial of the sweep shares, or a semaphore of the process for ``sweep train``.
+- The conversation reaches a judge-style verifier (``FleetTaskEnv.conversation_messages``, which its
+  caller must set).
+- Closing deletes the instance: ``FleetEnvClient.close_async`` hands the SDK's ``AsyncEnv.close``, a
+  coroutine, to a thread that never awaits it (``client.py:440-443``), so instances lived to their TTL.
 
-Unverified against Fleet itself (unreachable here): the contract test drives this adapter against our
-local apps exposed through the same interface. Leaves out: computer-use tasks (only ``tool_use``), and
-telling a Fleet transport failure from a tool error (``FleetTaskEnv`` reports both as ``tool_error``).
+The API key comes from ``FLEET_API_KEY`` only and is passed to ``FleetTaskEnv`` and nowhere else; the
+SDK's base URL from ``FLEET_BASE_URL`` (the SDK reads it; a fake service on 127.0.0.1 in the tests).
+Leaves out: computer-use tasks (refused when tasks load) and telling a Fleet transport failure from a tool
+error (``FleetTaskEnv`` reports both as ``tool_error``).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
+import importlib
+import inspect
 import json
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from configkit import environ
-from configkit.base import ConfigError
-from toolenvs.errors import EnvError
+from toolenvs.errors import EnvError, VerifierError
 from toolenvs.outcomes import Failure
 from toolenvs.task import Task
 
-KEY_VARIABLE = environ.FLEET_API_KEY.name
 INSTALL_HINT = (
-    "OpenEnv's FleetTaskEnv is not installed. It is in no PyPI package (openenv and openenv-core lack it): "
-    "install it from the repository, e.g. pip install 'git+https://github.com/fleet-ai/OpenEnv' fleet-python"
+    "the fleet backend needs OpenEnv's Fleet code (in no PyPI package) and the fleet extra: "
+    "pip install -e '.[fleet]' and a checkout of https://github.com/fleet-ai/OpenEnv, then set OPENENV_PATH to its src "
+    "folder (or env.backend.openenv_path); README, Fleet"
 )
-_OUR_ROOT = Path(__file__).resolve().parents[1]
 
 EnvFactory = Callable[[dict[str, Any]], Any]
 
 
-def load_fleet_task_env() -> type:
-    """OpenEnv's ``FleetTaskEnv`` class, found outside this repository; ImportError with the fix if absent."""
-    for entry in sys.path:
-        package = Path(entry or ".").resolve() / "envs" / "fleet_env"
-        if package.parent.parent == _OUR_ROOT or not (package / "__init__.py").is_file():
-            continue
-        name = "openenv_fleet_env"  # our own package is called envs too
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, package / "__init__.py", submodule_search_locations=[str(package)])
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except ImportError as exc:
-                del sys.modules[name]
-                raise ImportError(f"{INSTALL_HINT} (found {package}, but importing it failed: {exc})") from exc
-        return sys.modules[name].FleetTaskEnv
-    raise ImportError(INSTALL_HINT)
+def load_fleet_task_env(openenv_path: str | None = None) -> type:
+    """OpenEnv's ``FleetTaskEnv``: installed (``envs.fleet_env``), or from the checkout at ``openenv_path`` /
+    ``OPENENV_PATH`` (appended to ``sys.path``, so nothing of ours is shadowed); ImportError with the fix."""
+    where = openenv_path or environ.OPENENV_PATH.get()
+    if where:
+        src = str(Path(where).expanduser().resolve())
+        if not (Path(src) / "envs" / "fleet_env" / "__init__.py").is_file():
+            raise ImportError(f"{INSTALL_HINT} (no envs/fleet_env under {src})")
+        if src not in sys.path:
+            sys.path.append(src)
+    try:
+        return importlib.import_module("envs.fleet_env").FleetTaskEnv
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({type(exc).__name__}: {exc})") from None
+
+
+def fleet_problems(openenv_path: str | None = None) -> list[str]:
+    """What running on Fleet needs, checked without importing it: the key, the SDK, mcp 1.x and OpenEnv."""
+    import importlib.util
+
+    from toolenvs import mcpcompat
+
+    problems = []
+    if not environ.FLEET_API_KEY.is_set():
+        problems.append(f"the fleet backend needs {environ.FLEET_API_KEY.name} in the environment (it is read there only, never from a file)")
+    if importlib.util.find_spec("fleet") is None or mcpcompat.V2:
+        problems.append(f"the fleet backend needs the fleet extra (fleet-python and mcp 1.x: OpenEnv's Fleet code imports 1.x names): {INSTALL_HINT}")
+    where = openenv_path or environ.OPENENV_PATH.get()
+    found = (Path(where).expanduser() / "envs" / "fleet_env" / "__init__.py").is_file() if where else importlib.util.find_spec("envs") is not None
+    if not found:
+        problems.append(f"OpenEnv's Fleet code was not found{f' under {where}' if where else ''}: {INSTALL_HINT}")
+    return problems
 
 
 def task_config(task: Task) -> dict[str, Any]:
-    """Our task record as the ``task_config`` dict ``FleetTaskEnv`` reads."""
-    config = {"task_key": task.task_key, "prompt": task.prompt, "env_key": task.env_key, "env_version": task.env_version,
-              "env_variables": task.env_variables, "task_modality": task.modality}
-    if task.verifier_code is not None:
-        config["verifier_code"] = task.verifier_code
+    """Our task record as the ``task_config`` dict ``FleetTaskEnv`` reads (OpenEnv's names)."""
+    config: dict[str, Any] = {"task_key": task.task_key, "prompt": task.prompt, "env_key": task.env_key,
+                              "env_variables": task.env_variables, "task_modality": task.modality}
+    for key in ("env_version", "data_key", "data_version", "verifier_func"):  # our verifier_code is not Fleet's (backend.task_problems)
+        if getattr(task, key) is not None:
+            config[key] = getattr(task, key)
     return config
 
 
+class InstanceSlots:
+    """At most ``size`` Fleet instances open at once in this process (``sweep train``): one semaphore per
+    event loop, the loops of one process running one after another."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        return self._semaphores.setdefault(id(asyncio.get_running_loop()), asyncio.Semaphore(self.size))
+
+    async def acquire(self) -> None:
+        await self._semaphore().acquire()
+
+    async def release(self, lease: None) -> None:
+        self._semaphore().release()
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            await self.release(None)
+
+
 class FleetClient:
-    """Episodes on Fleet's hosted envs; ``env_factory`` replaces ``FleetTaskEnv`` (tests, other backends)."""
+    """Episodes on Fleet's hosted envs, each holding one of ``slots`` while its instance is open;
+    ``env_factory`` builds the env for a task config (``FleetTaskEnv`` with the backend's settings)."""
 
-    def __init__(self, max_steps: int = 50, request_timeout_s: float = 60.0, env_factory: EnvFactory | None = None):
-        if env_factory is None:
-            if not environ.FLEET_API_KEY.is_set():
-                raise ConfigError(f"hosted Fleet tasks need the {KEY_VARIABLE} environment variable (it is not set)")
-            env_class = load_fleet_task_env()
-
-            def env_factory(config: dict[str, Any]) -> Any:  # the key goes from the environment to Fleet, nowhere else
-                return env_class(config, api_key=environ.FLEET_API_KEY.get(), max_steps=max_steps, request_timeout_s=request_timeout_s)
-
+    def __init__(self, env_factory: EnvFactory, slots: Any):
         self._env_factory = env_factory
+        self._slots = slots
 
     def __repr__(self) -> str:
         return "FleetClient()"
 
     @asynccontextmanager
-    async def episode(self, task: Task) -> AsyncIterator[FleetSession]:
-        """Provision and reset the task's env, yield its session, always close it."""
-        env = self._env_factory(task_config(task))
+    async def episode(self, task: Task, queued: Callable[[], AbstractAsyncContextManager[None]] | None = None) -> AsyncIterator[FleetSession]:
+        """Wait for a slot (inside ``queued()``: the episode asks for no turn meanwhile), provision and reset
+        the task's instance, yield its session, always close and delete it and free the slot."""
+        async with queued() if queued is not None else nullcontext():
+            lease = await self._slots.acquire()
         try:
+            env = self._env_factory(task_config(task))
             try:
-                observation = await env.reset_async()
-            except Exception as exc:  # provisioning, reset or an empty tool list: Fleet's failure, not the agent's
-                raise EnvError(f"Fleet env {task.env_key} for {task.task_key}: reset failed: {type(exc).__name__}: {exc}") from exc
-            yield FleetSession(env, task, observation)
+                try:
+                    observation = await env.reset_async()
+                except Exception as exc:  # provisioning, reset or an empty tool list: Fleet's failure, not the agent's
+                    raise EnvError(f"Fleet env {task.env_key} for {task.task_key}: reset failed: {type(exc).__name__}: {exc}") from exc
+                yield FleetSession(env, task, observation)
+            finally:
+                await close_instance(env)
         finally:
-            try:
-                await env.close_async()
-            except Exception:
-                pass  # an instance whose TTL expired is already gone
+            await self._slots.release(lease)
+
+
+async def close_instance(env: Any) -> None:
+    """``close_async``, then the SDK's own close, awaited: OpenEnv's leaves the instance alive (module docstring)."""
+    instance = getattr(getattr(env, "_orch", None), "_fleet_env", None)
+    try:
+        await env.close_async()
+    except Exception:
+        pass  # an instance whose TTL expired is already gone
+    close = getattr(instance, "close", None)
+    if close is not None and inspect.iscoroutinefunction(close):
+        try:
+            await close()
+        except Exception:
+            pass
 
 
 class FleetSession:
@@ -119,31 +176,38 @@ class FleetSession:
         self.start_state: dict[str, Any] = {}  # hosted state is not readable from here
         self.tools = [ToolSpec(*_tool_fields(t)) for t in observation.get("tools", [])]
         self._names = {t.name for t in self.tools}
-        self._reward: float | None = None  # set once the env has ended the episode
+        self._done = False
+        self._reward: float | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any]):
         from toolenvs.client import ToolResult
 
         if name not in self._names:
             return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)
-        if self._reward is not None:
+        if self._done:
             return ToolResult("error: the environment ended the episode (max steps)", True, Failure.TOOL_ERROR)
         observation, reward, done, info = await self._step({"tool": name, "params": arguments, "done": False})
         if done:
-            self._reward = float(reward)
+            self._done, self._reward = True, reward
         result = observation.get("observation")
         text = result if isinstance(result, str) else json.dumps(result, separators=(", ", ": "))
         failed = bool(info.get("tool_error"))  # FleetTaskEnv names no kind: a tool error is all it says
         return ToolResult(str(info.get("tool_error")) if failed else text, failed, Failure.TOOL_ERROR if failed else None)
 
-    async def score(self) -> float:
-        """The task verifier's reward: ending the episode makes Fleet run it."""
+    async def score(self, conversation: Sequence[Mapping[str, Any]] | None = None) -> float:
+        """The task verifier's reward: ending the episode makes Fleet run it (a judge-style verifier gets
+        ``conversation``). ``VerifierError`` when Fleet could not score it (a ``None`` reward)."""
+        if conversation is not None:
+            self._env.conversation_messages = [dict(m) for m in conversation]
+        if not self._done:
+            _, self._reward, _, _ = await self._step({"done": True})
+            self._done = True
         if self._reward is None:
-            _, reward, _, _ = await self._step({"done": True})
-            self._reward = float(reward)
-        return self._reward
+            raise VerifierError(f"Fleet could not score {self.task.task_key} ({self.task.env_key}): the verification failed after "
+                                "OpenEnv's retries (a verifier error, or its LLM judge's); left out, not scored 0")
+        return float(self._reward)
 
-    async def _step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+    async def _step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool, dict[str, Any]]:
         try:
             return await self._env.step_async(action)
         except Exception as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -138,3 +139,42 @@ def test_failed_turns_carry_the_kind_named_where_they_failed(hotel_server, chat,
                      (4, "invalid_argument"), (5, "unknown_tool")], kinds
     assert traj.failures[0].text == "hotel H99 not found" and traj.failures[5].text == "check_in 2000-01-01 is in the past"
     assert traj.tool_errors == 6 and "permission denied: booking" in chat.decode(traj.token_ids)
+
+
+class CappedClient:
+    """An environment with room for ``size`` episodes at once (Fleet's instance cap, ``toolenvs.fleet.InstanceSlots``)
+    in front of the live hotel server: an episode waits for room inside ``queued()``, as the fleet client does."""
+
+    def __init__(self, client: EnvClient, size: int):
+        from toolenvs.fleet import InstanceSlots
+
+        self.client, self.slots, self.open, self.peak = client, InstanceSlots(size), 0, 0
+
+    @asynccontextmanager
+    async def episode(self, task, queued=None):
+        async with queued():
+            await self.slots.acquire()
+        self.open += 1
+        self.peak = max(self.peak, self.open)
+        try:
+            async with self.client.episode(task) as session:
+                yield session
+        finally:
+            self.open -= 1
+            await self.slots.release(None)
+
+
+def test_episodes_waiting_for_room_do_not_hold_up_the_batch(hotel_server, chat, tasks):
+    """Four episodes, room for one: the batch never waits for an episode that cannot start (a deadlock), and
+    each episode's turns still come from the script."""
+    picked = [tasks[0], tasks[-1]]
+    gen = ScriptedGenerator(chat, {_key(chat, t): [text for text, _ in reference_conversation(t).turns] for t in picked})
+    capped = CappedClient(EnvClient(hotel_server.base_url), size=1)
+
+    async def run():
+        return await asyncio.wait_for(run_episodes(picked, 2, {"hotel": capped}, gen, chat, LIMITS), timeout=60)
+
+    trajs = asyncio.run(run())
+    assert capped.peak == 1 and set(gen.batches) == {1}  # one episode at a time, each turn a batch of one
+    assert [(t.reward, t.stop_reason) for t in trajs] == [(1.0, "done")] * 4
+    assert sum(gen.batches) == sum(t.num_turns for t in trajs)

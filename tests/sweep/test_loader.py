@@ -136,3 +136,32 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "space.yaml"
     path.write_text(text)
     return path
+
+
+SAMPLE = ROOT.parent / "shared" / "upstream" / "skyrl-1d3b19e" / "skyrl-train" / "data" / "fleet_booking_sample.json"
+
+
+def test_a_fleet_space_names_what_it_lacks_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """Fleet tasks on the local backend, local tasks on Fleet, a missing key, SDK or OpenEnv, a swept cap:
+    each named, nothing written."""
+    if not SAMPLE.is_file():
+        pytest.skip(f"Fleet's task sample is not here ({SAMPLE}): ../shared is absent")
+    monkeypatch.delenv("FLEET_API_KEY", raising=False)
+    monkeypatch.delenv("OPENENV_PATH", raising=False)
+    results = tmp_path / "results"
+    base = f"name: f\nstorage: {results}\nspace:\n  optim.lr: {{choice: [1.0e-5]}}\nsearch: {{searcher: random, num_samples: 1}}\n"
+    on_local = _write(tmp_path, base + f"trainer: {{total_steps: 2, env: {{tasks_path: {SAMPLE}}}}}\n")
+    assert main(["validate", str(on_local)]) == 2
+    err = capsys.readouterr().err
+    assert "key 'trainer.env.backend' = {type: local}: env_key(s) booking are not local apps" in err and "Traceback" not in err
+    assert "key 'trainer.model.name_or_path' = None: the tiny model is warm-started" in err and "booking are not local apps" in err
+    on_fleet = _write(tmp_path, base + "trainer: {total_steps: 2, env: {backend: {type: fleet}}}\n")
+    assert main(["run", str(on_fleet)]) == 2
+    err = capsys.readouterr().err
+    assert "{type: fleet}: " in err and "have no verifier_func" in err and "needs FLEET_API_KEY in the environment" in err
+    assert "OpenEnv's Fleet code was not found" in err and "Traceback" not in err
+    swept = _write(tmp_path, base.replace("optim.lr: {choice: [1.0e-5]}", "env.backend.max_instances: {choice: [2, 4]}")
+                   + f"trainer: {{total_steps: 2, env: {{backend: {{type: fleet}}, tasks_path: {SAMPLE}}}}}\n")
+    assert main(["validate", str(swept)]) == 2
+    assert "key 'space.env.backend.max_instances' cannot be swept: the environment backend is the sweep's" in capsys.readouterr().err
+    assert not results.exists()
