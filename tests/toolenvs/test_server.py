@@ -121,3 +121,26 @@ def test_an_idle_connection_outlives_a_generation_pause(hotel_server):
         assert conn.getresponse().status == 200 and conn.sock is sock
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(("body", "status", "says"), [
+    (b"{not json", 400, "the body is not JSON"),
+    (b"[1, 2]", 400, "must be a JSON object with episode_id, env_variables, initial_state, got list"),
+    (b'{"env_variables": {}}', 400, "the body has no episode_id"),
+    (b'{"episode_id": "e1", "initial_sate": {}}', 400, "unknown field(s) initial_sate; allowed: episode_id"),
+    (b'{"episode_id": "e1", "env_variables": "LOGGED_IN_USER=ana"}', 400, "env_variables must be dict or null, got str"),
+    (b'{"episode_id": "e1", "initial_state": {"bookings": [{"hotel_id": "H01"}]}}', 422, "initial_state does not fit the hotel app: KeyError"),
+    (b'{"episode_id": "e1", "initial_state": {"bookings": 7}}', 422, "initial_state does not fit the hotel app: TypeError"),
+])
+def test_a_malformed_seed_gets_a_4xx_that_says_why_and_the_server_goes_on(hotel_server, tasks, body, status, says):
+    import httpx
+
+    answer = httpx.post(f"{hotel_server.base_url}/episodes", content=body, headers={"content-type": "application/json"}, trust_env=False)
+    assert answer.status_code == status and says in answer.json()["error"], answer.text
+    assert answer.json()["error"].startswith("POST /episodes: ")
+
+    async def still_serves():
+        async with EnvClient(hotel_server.base_url).episode(tasks[0]) as session:
+            return len(session.tools)
+
+    assert _run(still_serves()) > 0

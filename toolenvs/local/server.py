@@ -76,11 +76,20 @@ def build_app(app: ModuleType):
 
     @server.custom_route("/episodes", methods=["POST"])
     async def seed(request: Request) -> Response:
-        body = await request.json()
+        try:
+            body = json.loads(await request.body())
+        except ValueError as exc:
+            return _bad_seed(400, f"the body is not JSON ({exc})")
+        if problem := _seed_problem(body):
+            return _bad_seed(400, problem)
+        try:
+            state = app.initial_state(body.get("env_variables") or {}, body.get("initial_state") or {})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a seed that does not fit the app's state
+            return _bad_seed(422, f"initial_state does not fit the {app.ENV_KEY} app: {type(exc).__name__}: {exc}")
         episode_id = str(body["episode_id"])
-        episodes[episode_id] = app.initial_state(body.get("env_variables", {}), body.get("initial_state", {}))
+        episodes[episode_id] = state
         peak[0] = max(peak[0], len(episodes))
-        return JSONResponse({"episode_id": episode_id, "state": episodes[episode_id]})
+        return JSONResponse({"episode_id": episode_id, "state": state})
 
     @server.custom_route("/episodes/{episode_id}", methods=["GET", "DELETE"])
     async def episode(request: Request) -> Response:
@@ -95,6 +104,30 @@ def build_app(app: ModuleType):
         return JSONResponse({"env_key": app.ENV_KEY, "episodes": len(episodes), "peak_episodes": peak[0]})
 
     return http_app(server)
+
+
+SEED_FIELDS = {"episode_id": (str, int), "env_variables": (dict, type(None)), "initial_state": (dict, type(None))}
+
+
+def _seed_problem(body: Any) -> str | None:
+    """What is wrong with a seed request's body (None: nothing)."""
+    if not isinstance(body, dict):
+        return f"the body must be a JSON object with {', '.join(SEED_FIELDS)}, got {type(body).__name__}"
+    if "episode_id" not in body:
+        return "the body has no episode_id"
+    unknown = sorted(set(body) - set(SEED_FIELDS))
+    if unknown:
+        return f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(SEED_FIELDS)}"
+    for name, kinds in SEED_FIELDS.items():
+        if name in body and not isinstance(body[name], kinds):
+            return f"{name} must be {' or '.join('null' if k is type(None) else k.__name__ for k in kinds)}, got {type(body[name]).__name__}"
+    return None
+
+
+def _bad_seed(status: int, message: str) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": f"POST /episodes: {message}"}, status_code=status)
 
 
 def _listen_socket() -> socket.socket:
