@@ -80,10 +80,12 @@ def _envs(rep: Report) -> Section:
         f"Status from pass@1 at the first point vs the best point: SATURATED if first ≥ {th.saturated}, FAILING if best ≤ {th.failing}, "
         f"IMPROVED if best − first ≥ {th.min_delta}, else FLAT. Signal: share of training steps with the env's variance_per_prompt > 0.",
     ])
-    s.header = ["env", "first (step)", "best (step)", "delta", "status", "steps with signal", "mean variance_per_prompt"]
+    s.header = ["env", "first (step)", "best (step)", "delta", "status", "steps with signal", "mean variance_per_prompt", "env errors"]
     for r in rep.env_rows:
         signal = f"{100 * r.signal_frac:.0f}%" if r.signal_frac is not None else "-"
-        s.rows.append([r.env, f"{_f(r.first)} ({r.first_step})", f"{_f(r.best)} ({r.best_step})", f"{r.delta:+.3f}", r.status, signal, _f(r.variance_mean)])
+        errors = f"{100 * r.env_error_frac:.0f}%" if r.env_error_frac is not None else "-"
+        s.rows.append([r.env, f"{_f(r.first)} ({r.first_step})", f"{_f(r.best)} ({r.best_step})", f"{r.delta:+.3f}", r.status, signal,
+                       _f(r.variance_mean), errors])
     return s
 
 

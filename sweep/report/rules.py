@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.report.summary import EnvRow
-from sweep.verdict.thresholds import Thresholds
+from sweep.verdict.thresholds import EPS, Thresholds
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,15 @@ def env_failing(row: EnvRow, th: Thresholds) -> tuple[str, str] | None:
             f"best pass@1 {row.best:.3f} ≤ {th.failing} (step {row.best_step})")
 
 
-ENV_RULES: dict[str, EnvRule] = {"env_saturated": env_saturated, "env_failing": env_failing}
+def env_errors(row: EnvRow, th: Thresholds) -> tuple[str, str] | None:
+    if row.env_error_frac is None or row.env_error_frac <= th.env_errors + EPS:
+        return None
+    return ("env often failed its episodes itself (a server or a verification that could not run; on Fleet, a verifier or its "
+            "LLM judge failing after OpenEnv's retries): those episodes are left out of their groups, never scored 0",
+            f"mean reward/{row.env}/env_error_frac {row.env_error_frac:.3f} > {th.env_errors}")
+
+
+ENV_RULES: dict[str, EnvRule] = {"env_saturated": env_saturated, "env_failing": env_failing, "env_errors": env_errors}
 
 
 def diagnose(env_rows: list[EnvRow], th: Thresholds) -> list[Diagnosis]:

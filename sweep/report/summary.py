@@ -118,6 +118,7 @@ class EnvRow:
     status: str
     signal_frac: float | None  # share of steps with the env's variance_per_prompt > 0
     variance_mean: float | None
+    env_error_frac: float | None = None  # mean share of its training episodes that were environment errors
 
 
 def env_status(first: float, best: float, th: Thresholds) -> str:
@@ -140,6 +141,7 @@ def env_row(trial: TrialData, env: str, use_eval: bool, th: Thresholds) -> EnvRo
         return None
     best = max(points, key=lambda p: p[1])
     variance = [v for _, v in train_series(trial, f"reward/{env}/variance_per_prompt")]
+    errors = [v for _, v in train_series(trial, f"reward/{env}/env_error_frac")]
     return EnvRow(
         env=env,
         first=points[0][1],
@@ -150,6 +152,7 @@ def env_row(trial: TrialData, env: str, use_eval: bool, th: Thresholds) -> EnvRo
         status=env_status(points[0][1], best[1], th),
         signal_frac=sum(v > 0 for v in variance) / len(variance) if variance else None,
         variance_mean=fmean(variance) if variance else None,
+        env_error_frac=fmean(errors) if errors else None,
     )
 
 

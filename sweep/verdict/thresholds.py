@@ -29,6 +29,9 @@ class Thresholds:
     """mean clip fraction above which the updates overshoot the trust region (LR likely too high)."""
     high_tool_errors: float = 0.5
     """share of tool turns that fail above which the agent mostly misuses its tools."""
+    env_errors: float = 0.05
+    """mean share of an env's training episodes that were environment errors (a server down, a verification
+    Fleet could not run) above which the report says so: those episodes are left out, so its groups shrink."""
     no_signal: float = 1e-3
     """reward/variance_per_prompt at or below which a step had no learning signal (the zero-signal stopper's default)."""
     tiny_update_kl: float = 1e-5

@@ -24,6 +24,7 @@ from tests.support.fleet_stack import require
 
 OPENENV_SRC = require()
 
+from sweep.report.build import build_report  # noqa: E402
 from tests.conftest import TEST_MODEL  # noqa: E402
 from tests.support.fake_fleet import FakeFleet, fleet_dataset, fleet_form  # noqa: E402
 from toolenvs.task import load_tasks  # noqa: E402
@@ -82,7 +83,7 @@ def test_a_sweep_on_fleet_caps_closes_counts_failed_judges_and_keeps_the_key(hot
     results = sorted(sweep.glob("*/result.json"))
     assert len(results) == 2
     rows = [_lines(r) for r in results]
-    assert all([r["step"] for r in trial] == [1, 2] for trial in rows)
+    assert all([r["step"] for r in trial] == [1, 2] for trial in rows), [[(r["step"], r.get("trial_id")) for r in trial] for trial in rows]
     # a step: 2 tasks x 2 samples, the judge's task failing both times: left out and counted, never scored 0
     assert all(r["reward/env_error_frac"] == pytest.approx(0.5) for trial in rows for r in trial)
     assert all(r["reward/hotel/env_error_frac"] == pytest.approx(0.5) for trial in rows for r in trial)
@@ -93,5 +94,8 @@ def test_a_sweep_on_fleet_caps_closes_counts_failed_judges_and_keeps_the_key(hot
     evals = [_lines(p) for p in sweep.glob("trajectories/*/aggregated_results.jsonl")]
     assert len(evals) == 2 and all([e["global_step"] for e in trial] == [0, 2] for trial in evals)
     assert all(e["eval/env_error_frac"] == 0 for trial in evals for e in trial)
+    rep = build_report(str(sweep), tmp_path / "report")  # the report says so, per env
+    assert [(r.env, r.env_error_frac) for r in rep.env_rows] == [("hotel", pytest.approx(0.5))]
+    assert [d.subject for d in rep.diagnoses if d.rule == "env_errors"] == ["env hotel"]
     leaked = [str(p) for p in sweep.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert leaked == [] and API_KEY not in said
