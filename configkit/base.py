@@ -7,6 +7,7 @@ Leaves out: the config schemas themselves (``grpo.config``, ``sweep.config``).
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -24,15 +25,80 @@ class ConfigError(ValueError):
     """A config problem, phrased for the person who wrote the file."""
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing file or a non-mapping top level is a ConfigError."""
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A text file's contents; a missing, unreadable, binary or non-UTF-8 file is a ConfigError naming it."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not a {what}")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{path}: UTF-16 text (it starts with a byte-order mark); save the {what} as UTF-8")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise ConfigError(f"{path}: a binary file (NUL byte at {nul}), not a {what}: is it the file you meant?")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at {exc.start}); save the {what} as UTF-8") from None
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
+    (PyYAML keeps the last one, silently): ConfigError naming the key's dotted path and both lines."""
+    try:
+        loader = yaml.SafeLoader(text)  # refuses control characters already
+        loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
+        try:
+            node = loader.get_single_node()
+            repeated = [f"{source}: key '{key}' appears twice ({where}); the second would silently win: keep one"
+                        for key, where in _repeated_keys(node)]
+            if repeated:
+                raise ConfigError("\n".join(repeated))
+            return loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply to read as YAML") from None
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _repeated_keys(node: yaml.Node | None, path: str = "", seen_nodes: set[int] | None = None) -> Iterator[tuple[str, str]]:
+    """(dotted key, ``lines 3 and 7``) for each key given twice in one mapping, anywhere under ``node``."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if node is None or id(node) in seen_nodes:  # an alias is checked where its anchor is
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _repeated_keys(item, f"{path}[{i}]", seen_nodes)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    marks: dict[tuple[str, str], yaml.Mark] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+            continue
+        dotted = f"{path}.{key_node.value}" if path else str(key_node.value)
+        first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
+        if first is not second:
+            yield dotted, (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
+                           else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
+        yield from _repeated_keys(value_node, dotted, seen_nodes)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing, binary or non-UTF-8 file, a key given twice or a non-mapping top
+    level is a ConfigError naming the file."""
+    path = Path(path)
+    data = parse_yaml(read_text(path, "YAML file"), str(path)) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
     return data

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import random
 
+from configkit.base import ConfigError
 from grpo.config import EnvConfig, TrainerConfig
 from toolenvs.task import Task, load_task_files
 
 
 def select_tasks(cfg: EnvConfig) -> list[Task]:
-    """The trial's tasks: the file's records, filtered by env_key, capped at max_tasks."""
+    """The trial's tasks: the file's records, filtered by env_key, capped at max_tasks. An env_key the
+    files have no task of (a typo, or a file that lacks it) is a ConfigError naming those they have."""
     paths = [cfg.tasks_path] if isinstance(cfg.tasks_path, str) else cfg.tasks_path
-    tasks = load_task_files(paths)
+    try:
+        tasks = load_task_files(paths)
+    except ConfigError as exc:
+        raise ConfigError(f"key 'env.tasks_path': {exc}") from None
+    if not tasks:
+        raise ConfigError(f"key 'env.tasks_path' = {cfg.tasks_path!r}: no tasks in the file(s)")
     if cfg.env_keys is not None:
+        present = sorted({t.env_key for t in tasks})
+        unknown = [key for key in cfg.env_keys if key not in present]
+        if unknown or not cfg.env_keys:
+            what = (f"no tasks of env.tasks_path {cfg.tasks_path!r} have env_key {', '.join(map(repr, unknown))}" if unknown
+                    else "an empty list selects no tasks")
+            raise ConfigError(f"key 'env.env_keys' = {cfg.env_keys!r}: {what}; theirs: {', '.join(present)} (leave env_keys out for all)")
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:
         tasks = tasks[: cfg.max_tasks]
-    if not tasks:
-        raise ValueError(f"{cfg.tasks_path}: no tasks left after env_keys={cfg.env_keys} and max_tasks={cfg.max_tasks}")
     return tasks
 
 
@@ -94,7 +105,10 @@ def held_out_file(cfg: TrainerConfig, training: set[str]) -> list[Task]:
     """The eval file's tasks (the env selection's filters and the eval caps applied); a task that is also a
     training task is refused by name (it would not be held out)."""
     paths = [cfg.eval.tasks_path] if isinstance(cfg.eval.tasks_path, str) else list(cfg.eval.tasks_path or [])
-    tasks = [t for t in load_task_files(paths) if cfg.env.env_keys is None or t.env_key in cfg.env.env_keys]
+    try:
+        tasks = [t for t in load_task_files(paths) if cfg.env.env_keys is None or t.env_key in cfg.env.env_keys]
+    except ConfigError as exc:
+        raise ConfigError(f"key 'eval.tasks_path': {exc}") from None
     both = sorted(t.task_key for t in tasks if t.task_key in training)
     if both:
         raise ValueError(f"eval.tasks_path {paths}: {len(both)} task(s) are also training tasks in env.tasks_path, so not held out: {', '.join(both[:5])}")

@@ -20,8 +20,12 @@ import logging
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from configkit.base import ConfigError
+
+if TYPE_CHECKING:
+    from sweep.storage import Storage
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -56,11 +60,52 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sweep.run import run_sweep
 
     sets = parse_sets(args.set)
-    if args.storage:
+    if args.storage is not None:  # --storage "" is refused by name, not ignored
         sets["storage"] = args.storage
     if args.num_samples is not None:
         sets["search.num_samples"] = args.num_samples
-    return run_sweep(load_space(args.space, sets), fresh=args.fresh, space=str(args.space))
+    cfg = load_space(args.space, sets)
+    store = _reachable(cfg.storage)
+    fresh = args.fresh or _failed_start(store, cfg.name)
+    try:
+        return run_sweep(cfg, fresh=fresh, space=str(args.space))
+    except BaseException:
+        _forget_failed_start(store, cfg.name)
+        raise
+
+
+def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
+    """The storage, opened, once it answers (S3: a few seconds at most): refused by name before anything starts."""
+    from sweep.storage import open_storage, reachability_problem
+
+    store = open_storage(uri, what)
+    problem = reachability_problem(store, what)
+    if problem:
+        raise ConfigError(problem)
+    return store
+
+
+def _failed_start(store: Storage, name: str) -> bool:
+    """A sweep folder with its config but no tuner state is a start refused or killed before Tune began (no
+    trial ran): ``resume`` has nothing to continue there, so ``run`` starts over in it, and says so."""
+    from sweep.resume import CONFIG_FILE, STATE_FILE
+
+    if store.exists(name, CONFIG_FILE) and not store.exists(name, STATE_FILE):
+        print(f"{store.display(name)}: a start that failed before its first trial (a {CONFIG_FILE}, no {STATE_FILE}); starting over there", flush=True)
+        return True
+    return False
+
+
+def _forget_failed_start(store: Storage, name: str) -> None:
+    """A start refused or crashed before Tune saved its state leaves no folder (it would block the next
+    ``run`` and give ``resume`` nothing); once Tune has saved state, the folder stays for ``resume``."""
+    from sweep.resume import STATE_FILE
+
+    try:
+        if store.exists(name) and not store.exists(name, STATE_FILE):
+            store.delete_dir(name)
+    except OSError as exc:  # the first error is the one to show; say what is left
+        print(f"{store.display(name)} could not be removed ({exc}); `python -m sweep run ...` starts over there", file=sys.stderr)
 
 
 def _cmd_confirm(args: argparse.Namespace) -> int:
@@ -71,7 +116,9 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     from sweep.run import resume_sweep
+    from sweep.storage import split_experiment
 
+    _reachable(split_experiment(args.path)[0], "the sweep's path")
     return resume_sweep(args.path)
 
 

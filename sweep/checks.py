@@ -20,6 +20,7 @@ from sweep.bases import base_problems
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.distributions import NUMERIC
 from sweep.space import sampled_trial_count
+from sweep.storage import storage_problems
 
 UNSWEEPABLE = ("total_steps", "output_dir")
 OPTUNA_CATEGORICAL = (type(None), bool, int, float, str)
@@ -27,14 +28,15 @@ OPTUNA_CATEGORICAL = (type(None), bool, int, float, str)
 
 def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: dict[str, float] | None) -> list[str]:
     """Every semantic problem of a structurally valid config; sections in ``dropped`` were invalid and are skipped
-    (every check needs the base trainer: without it, none runs)."""
+    (every check but storage's needs the base trainer: without it, none runs)."""
+    storage = [] if "storage" in dropped else [f"{source}: {p}" for p in storage_problems(cfg.storage, None if "name" in dropped else cfg.name)]
     if "trainer" in dropped:
-        return []
+        return storage
     base = cfg.trainer
     tasks_problem = task_problem(base, source)
     if tasks_problem:
-        return [tasks_problem]  # the metric, the scheduler and the bases all read the tasks
-    problems = [*backend_problems(base, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
+        return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
+    problems = [*storage, *backend_problems(base, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:
@@ -129,20 +131,28 @@ def _describe(when: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {c.describe()}" for k, c in (when or {}).items())
 
 
-def task_problem(base: TrainerConfig, source: str) -> str | None:
-    """The base trainer's training and held-out tasks load and are not empty, or why not."""
+def task_problem(base: TrainerConfig, source: str, section: str = "trainer") -> str | None:
+    """The base trainer's training and held-out tasks load and are not empty, or why not (its keys are
+    named within ``section``, the trainer's place in the file)."""
     from grpo.data import trial_tasks
 
+    where = f"{source}: in {section}:" if section else f"{source}:"
     try:
         trial_tasks(base)
     except ConfigError as exc:
-        return f"{source}: key 'trainer.env.tasks_path' or 'trainer.eval.tasks_path': {exc}"
+        return f"{where} {exc}"
     except ValueError as exc:
-        return f"{source}: the trainer's tasks: {exc}"
+        return f"{where} the tasks: {exc}"
     return None
 
 
-def backend_problems(base: TrainerConfig, source: str) -> Iterator[str]:
+def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
+    """A trainer YAML's checks (``sweep train``, ``forecast``): its tasks load, and its backend can run them."""
+    tasks_problem = task_problem(base, source, section="")
+    return [tasks_problem] if tasks_problem else list(backend_problems(base, source, prefix=""))
+
+
+def backend_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") -> Iterator[str]:
     """The environment backend can run every task (they load), and has what it needs (Fleet: key, SDK, OpenEnv)."""
     from grpo.data import trial_tasks
     from toolenvs.backend import task_problems
@@ -153,7 +163,7 @@ def backend_problems(base: TrainerConfig, source: str) -> Iterator[str]:
     problems = task_problems(backend, train + held_out)
     hosted = sorted({t.env_key for t in train} - set(local_apps))
     if base.model.name_or_path is None and base.model.warmstart_steps > 0 and hosted:
-        yield (f"{source}: key 'trainer.model.name_or_path' = None: the tiny model is warm-started by replaying the tasks' solutions "
+        yield (f"{source}: key '{prefix}model.name_or_path' = None: the tiny model is warm-started by replaying the tasks' solutions "
                f"on our local apps, and {', '.join(hosted)} are not local apps; name a pretrained model (e.g. Qwen/Qwen3-8B) "
                "or set trainer.model.warmstart_steps: 0")
     if backend.type == "fleet":
@@ -161,7 +171,7 @@ def backend_problems(base: TrainerConfig, source: str) -> Iterator[str]:
 
         problems += fleet_problems(backend.openenv_path)
     for problem in problems:
-        yield f"{source}: key 'trainer.env.backend' = {{type: {backend.type}}}: {problem}"
+        yield f"{source}: key '{prefix}env.backend' = {{type: {backend.type}}}: {problem}"
 
 
 def search_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> Iterator[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from configkit.base import StrictModel
 from grpo.config import TrainerConfig
@@ -114,6 +114,16 @@ class ResourcesConfig(StrictModel):
     )
 
 
+class FailuresConfig(StrictModel):
+    """What happens to a trial whose own process dies: out of memory, a killed worker, a lost node."""
+
+    max_trial_restarts: int = Field(
+        2, ge=0, description="Times such a trial starts again in a new process, from its newest checkpoint (from step 1 without one); "
+        "0: never. A trial that raises an exception (a bug, a config error) is not restarted; one lost to a preempted node "
+        "restarts without counting against this (Ray's rule)."
+    )
+
+
 class WandbConfig(StrictModel):
     enabled: bool = False
     project: str = Field("grpo-sweep", description="W&B project; runs are grouped by the sweep's name, one per trial.")
@@ -135,9 +145,17 @@ class SweepConfig(StrictModel):
     scheduler: Scheduler = AshaConfig()
     stopping: StoppingConfig = StoppingConfig()
     resources: ResourcesConfig = ResourcesConfig()
+    failures: FailuresConfig = FailuresConfig()
     logging: LoggingConfig = LoggingConfig()
     max_concurrent_trials: int = Field(2, ge=1)
-    storage: str = Field("sweep_results", description="Local directory for results (relative to the working directory).")
+    storage: str = Field("sweep_results", description="Results: a local directory (relative to the working directory) or s3://bucket/prefix.")
+
+    @field_validator("name")
+    @classmethod
+    def _a_directory_name(cls, name: str) -> str:
+        if name in (".", ".."):
+            raise ValueError(f"{name!r} is not a name: the sweep is the directory storage/name, which --fresh deletes")
+        return name
 
     @model_validator(mode="before")
     @classmethod

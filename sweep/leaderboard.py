@@ -2,7 +2,8 @@
 report``), printed as a table with the verdict's sentences, and saved as ``leaderboard.json``.
 
 A trial's fate (finished, stopped early by the scheduler, zero signal, error) comes from Tune's results,
-which alone know a trial errored; everything else is read back from storage, as the report reads it.
+which alone know a trial errored; everything else is read back from storage, as the report reads it,
+including how many times the trial restarted after its process died (``sweep.attempts``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep import attempts
 from sweep.results import trial_history
 from sweep.stoppers import VARIANCE, no_signal
 from sweep.storage import Storage
@@ -28,6 +30,7 @@ class TrialRow:
     steps: int
     status: str  # finished | stopped early (the scheduler) | zero signal | error
     error: str = ""
+    restarts: int = 0  # times the trial started again after its process died
 
 
 def _num(value: Any) -> float | None:
@@ -35,15 +38,17 @@ def _num(value: Any) -> float | None:
 
 
 def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str], zero_signal: tuple[float, int] | None = None) -> TrialRow:
-    """A trial's fate from one Tune ``Result`` and its history, one row per step (a resumed trial's redone steps count once)."""
+    """A trial's fate from one Tune ``Result`` and its history, one row per step (a restarted trial's redone
+    steps count once, and the steps it has not redone yet not at all)."""
     import pandas as pd
 
-    history = trial_history(result.path, result.filesystem) if result.path else []
+    tried = attempts.read(result.filesystem, result.path) if result.path else []
+    history = attempts.current_rows(trial_history(result.path, result.filesystem), tried) if result.path else []
     frame = pd.DataFrame(history) if history else result.metrics_dataframe
     config = {k: result.config.get(k) for k in keys}
     name = str(result.metrics.get("trial_id") or (Path(result.path).name if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
-        return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"))
+        return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"), attempts.restarts(tried))
     series = frame[metric]
     steps = int(frame["training_iteration"].max())
     status = "error" if result.error else ("finished" if steps >= total_steps else "stopped early")
@@ -58,6 +63,7 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
         steps=steps,
         status=status,
         error=str(result.error or ""),
+        restarts=attempts.restarts(tried),
     )
 
 
@@ -83,7 +89,7 @@ def _fate(fate: TrialRow | None) -> dict[str, Any]:
     if fate is None:
         return {}
     data = asdict(fate)
-    return {key: data[key] for key in ("first_metric", "best_metric", "last_variance_per_prompt", "steps", "status", "error")}
+    return {key: data[key] for key in ("first_metric", "best_metric", "last_variance_per_prompt", "steps", "status", "error", "restarts")}
 
 
 def _fmt(value: Any) -> str:
@@ -115,12 +121,12 @@ def render(rows: list[dict[str, Any]], console=None) -> None:
         console = Console(width=170, file=console.file)
     table = Table(title="Leaderboard (by held-out gain over the shared base: mean of the last evals, 90% bootstrap interval over tasks)")
     keys = list(rows[0]["config"]) if rows else []
-    for column in ["#", "trial", *[k.split(".")[-1] for k in keys], "base → last", "gain [90%]", "verdict", "steps", "status"]:
+    for column in ["#", "trial", *[k.split(".")[-1] for k in keys], "base → last", "gain [90%]", "verdict", "steps", "restarts", "status"]:
         table.add_column(column, no_wrap=True)
     for i, r in enumerate(rows, start=1):
         course = f"{_fmt(r.get('base'))} → {_fmt(r.get('last'))}"
         table.add_row(str(i), r["trial"], *[_fmt(r["config"].get(k)) for k in keys], course, _gain(r), r.get("verdict", "-"),
-                      str(r.get("steps", "-")), r.get("status", "-"))
+                      str(r.get("steps", "-")), str(r.get("restarts", "-")), r.get("status", "-"))
     console.print(table)
     ranked = [(r["trial"], r["config"], Score(r.get("gain"), r.get("low"), r.get("high"), tied=bool(r.get("tied"))),
                Verdict(r.get("verdict", "error"), r.get("why", ""))) for r in rows]

@@ -21,12 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from configkit.base import ConfigError, apply_overrides, describe_errors, read_yaml, validate
+from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
 from grpo.config import TrainerConfig
-from sweep.checks import meaning_problems
+from sweep.checks import meaning_problems, trainer_problems
 from sweep.config import SCHEDULERS, SweepConfig
 from sweep.distributions import DISTRIBUTIONS, distribution_dict
 
@@ -41,7 +40,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: write it as dotted.key=value")
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = parse_yaml(value, f"--set {item!r}")
     return overrides
 
 
@@ -213,4 +212,8 @@ def load_trainer(path: str | Path, sets: Mapping[str, Any] | None = None) -> tup
         cfg = load_space(path, {f"trainer.{key}": value for key, value in trainer_level.items()}, pin_swept=True)
         return cfg.trainer, cfg
     source = f"{path} ({describe_sets(sets)})" if sets else str(path)
-    return validate(TrainerConfig, apply_overrides(data, _trainer_sets(trainer_level)), source), None
+    cfg = validate(TrainerConfig, apply_overrides(data, _trainer_sets(trainer_level)), source)
+    problems = trainer_problems(cfg, source)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return cfg, None

@@ -55,9 +55,11 @@ def shared_scratch_dir() -> str:
 
 def run_sharded_trial(
     cfg: TrainerConfig, workers: int, cpus_per_worker: float, gpus_per_worker: float, storage_path: str, name: str, filesystem=None,
-    base_eval: dict[str, Any] | None = None,
+    base_eval: dict[str, Any] | None = None, max_failures: int = 1,
 ) -> None:
-    """Train ``cfg`` on ``workers`` Ray Train workers from inside the current Tune trial."""
+    """Train ``cfg`` on ``workers`` Ray Train workers from inside the current Tune trial; after a worker's failure
+    Ray Train starts them again from the newest checkpoint, up to ``max_failures`` times (any failure: it cannot
+    tell an exception from a lost worker)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -73,7 +75,7 @@ def run_sharded_trial(
             storage_filesystem=filesystem,
             callbacks=[TuneReportCallback()],
             checkpoint_config=CheckpointConfig(num_to_keep=max(1, cfg.checkpoint.keep_last)),
-            failure_config=FailureConfig(max_failures=1),
+            failure_config=FailureConfig(max_failures=max_failures),
         ),
     )
     trainer.fit()

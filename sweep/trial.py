@@ -2,16 +2,19 @@
 
 ``run_trial`` validates the trial's config, then runs the GRPO trainer with a reporter that hands each
 step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps). A trial Tune restarts
-(failure, or ``sweep resume`` after the driver died) continues from its newest checkpoint
-(``sweep.checkpoints``); the steps after it are redone and their new reports replace the first ones
-(``sweep.results``).
+(its process died, or ``sweep resume`` after the driver died) continues from its newest checkpoint
+(``sweep.checkpoints``), or from step 1 without one; the steps after it are redone and their new reports
+replace the first ones (``sweep.results``, ``sweep.attempts``), and so do their evals (``forget_evals_after``).
+Each start is an attempt recorded in storage (``sweep.attempts``); Tune's retry of a trial that raised is refused.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,11 @@ from configkit import environ
 from configkit.base import apply_overrides, validate
 from grpo.config import TrainerConfig
 from grpo.process import release_memory
-from sweep import checkpoints
+from sweep import attempts, checkpoints
 from sweep.scratch import remove_orphans, scratch_dir
 from sweep.storage import DirMirror, open_storage
+
+AGGREGATE_FILE = "aggregated_results.jsonl"  # a trial's eval lines, appended by grpo.evaluation.append_aggregate
 
 
 class TuneReporter:
@@ -30,15 +35,15 @@ class TuneReporter:
     With S3 storage, ``mirror`` uploads what the step wrote (eval trajectories) before Tune hears of the step.
     """
 
-    def __init__(self, mirror: DirMirror | None = None):
-        self.mirror = mirror
+    def __init__(self, mirror: DirMirror | None = None, attempt: int = 0):
+        self.mirror, self.attempt = mirror, attempt
 
     def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
         from ray import tune
 
         if self.mirror is not None:
             self.mirror.push()
-        result = {**metrics, "step": step, "training_iteration": step}  # Tune's clock is the step, even after a resume
+        result = {**metrics, "step": step, "training_iteration": step, attempts.ATTEMPT: self.attempt}  # Tune's clock is the step, even after a resume
         checkpoints.record_step(step, {**result, "timestamp": time.time(), "pid": os.getpid()})
         if checkpoint is None:
             tune.report(result)
@@ -54,36 +59,53 @@ def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConf
 
 
 def run_trial(
-    config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "", workers: int = 1, worker_resources: tuple[float, float] = (1.0, 0.0)
+    config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "", workers: int = 1, worker_resources: tuple[float, float] = (1.0, 0.0),
+    run: str = "", max_restarts: int = 1,
 ) -> None:
     """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``.
 
     With ``workers`` > 1 the trial runs them as Ray Train workers (``sweep.multiworker``), which keep
-    their checkpoints in Ray Train's storage under ``{storage}/{experiment}/ray_train/{trial_id}``.
+    their checkpoints in Ray Train's storage under ``{storage}/{experiment}/ray_train/{trial_id}`` and
+    restart after a worker's failure up to ``max_restarts`` times. ``run`` names the driver's run: a trial that
+    raised is not started again within it, and is by ``sweep resume`` (``sweep.attempts``).
     """
     from ray import tune
-
-    from grpo.trainer import train
 
     remove_orphans()  # what killed trials on this node left behind
     # a CPU trial's process may have run a trial before (sweep.tuner.reuse_processes): hand its memory back
     # here, not in that trial's finally, where the SystemExit Tune stops it with still holds train()'s frame
     release_memory()
     environ.TUNE_FUNCTION_THREAD_TIMEOUT_S.set_default("120")  # a reused process waits for a stopped trial's step to end
+    record = attempts.Recorder.start(run)  # refused at once where this trial raised before in this run
     context = tune.get_context()
-    if workers > 1:
-        return run_multiworker(config, base, storage, experiment or context.get_experiment_name(), context.get_trial_id(), workers, worker_resources)
+    experiment = experiment or context.get_experiment_name()
+    with record.running():
+        if workers > 1:
+            return run_multiworker(config, base, storage, experiment, context.get_trial_id(), workers, worker_resources, max_restarts)
+        run_one_process(config, base, storage, experiment, record)
+
+
+def run_one_process(config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, record: attempts.Recorder) -> None:
+    """The trial in this process, from its newest checkpoint if Tune started it before."""
+    from ray import tune
+
+    from grpo.trainer import train
+
+    context = tune.get_context()
     overrides = dict(config)
-    output_dir, mirror = trajectories_dir(storage, experiment or context.get_experiment_name(), context.get_trial_id(), context.get_trial_dir())
+    output_dir, mirror = trajectories_dir(storage, experiment, context.get_trial_id(), context.get_trial_dir())
     if base.get("output_dir") is None:
         overrides["output_dir"] = output_dir
     overrides["checkpoint.dir"] = scratch_dir("checkpoints")
     saved = checkpoints.newest(tune.get_checkpoint())
-    if saved is not None:  # Tune restarted this trial (failure or sweep resume): continue where it stopped
+    if saved is not None:  # Tune restarted this trial (its process died, or sweep resume): continue where it stopped
         overrides["resume_from"] = checkpoints.download(saved, scratch_dir("resume"))
+    record.resumes_from(saved.step if saved is not None else 0)
+    if base.get("output_dir") is None:  # the trial's own folder: an earlier attempt's evals after the checkpoint go
+        forget_evals_after(output_dir, overrides.get("resume_from"), mirror)
     cfg = trial_config(base, overrides)
     try:
-        train(cfg, TuneReporter(mirror), base_eval=_shared_base_eval(storage, experiment or context.get_experiment_name(), cfg))
+        train(cfg, TuneReporter(mirror, record.attempt.number), base_eval=_shared_base_eval(storage, experiment, cfg))
     finally:
         if mirror is not None:
             mirror.push()
@@ -93,7 +115,8 @@ def run_trial(
 
 
 def run_multiworker(
-    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, trial_id: str, workers: int, worker_resources: tuple[float, float]
+    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, trial_id: str, workers: int, worker_resources: tuple[float, float],
+    max_restarts: int = 1,
 ) -> None:
     from sweep.multiworker import run_sharded_trial
 
@@ -102,11 +125,45 @@ def run_multiworker(
     cfg = trial_config(base, {**config, "output_dir": base.get("output_dir") or output_dir})
     base_eval = _shared_base_eval(storage, experiment, cfg)
     try:  # the trial's driver and workers share this node's disk for eval trajectories (rank 0 writes them)
-        run_sharded_trial(cfg, workers, *worker_resources, store.path(experiment, "ray_train"), trial_id, store.fs, base_eval)
+        run_sharded_trial(cfg, workers, *worker_resources, store.path(experiment, "ray_train"), trial_id, store.fs, base_eval, max_restarts)
     finally:
         if mirror is not None:
             mirror.push()
             shutil.rmtree(mirror.local, ignore_errors=True)
+
+
+def forget_evals_after(output_dir: str, resume_from: str | None, mirror: DirMirror | None) -> None:
+    """Keep, of the trial's eval lines (``aggregated_results.jsonl``) and dumps (``global_step_N/``), those of the
+    steps its checkpoint holds: the attempt evaluates the others again, and appending would count them twice.
+    Without a checkpoint none stay: the trial starts over, step 0's line included."""
+    root, kept = Path(output_dir), _evals_held(resume_from)
+    aggregate = root / AGGREGATE_FILE
+    if aggregate.is_file():
+        by_step: dict[int, str] = {}
+        for line in aggregate.read_text().splitlines():
+            try:
+                step = int(json.loads(line)["global_step"])
+            except (ValueError, KeyError, TypeError):  # cut short when a process died mid-write
+                continue
+            if kept(step):
+                by_step[step] = line
+        aggregate.write_text("".join(f"{by_step[step]}\n" for step in sorted(by_step)))
+    for dump in root.glob("global_step_*"):
+        if dump.is_dir() and not kept(int(dump.name.rsplit("_", 1)[1])):
+            shutil.rmtree(dump, ignore_errors=True)
+            if mirror is not None:
+                mirror.store.delete_dir(*mirror.parts, dump.name)
+
+
+def _evals_held(resume_from: str | None) -> Callable[[int], bool]:
+    """Which eval steps a downloaded checkpoint holds (all up to its step where it predates eval histories)."""
+    if resume_from is None:
+        return lambda step: False
+    state = json.loads((Path(resume_from) / checkpoints.STATE_FILE).read_text())
+    if "evals" not in state:
+        return lambda step: step <= int(state["step"])
+    held = {int(step) for step in state["evals"].get("history", {})}
+    return lambda step: step in held
 
 
 def _shared_base_eval(storage: str, experiment: str, cfg: TrainerConfig) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ Searchers (``sweep/samplers.py``, ``sweep/space.py``), schedulers (``sweep/sched
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from optuna.trial import TrialState
 from ray import tune
 from ray.tune.search import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
-from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
+from ray.tune.stopper import CombinedStopper, Stopper
 
 from sweep.config import SweepConfig
 from sweep.loggers import logging_callbacks
@@ -25,7 +26,7 @@ from sweep.notify import notifiers
 from sweep.samplers import make_sampler
 from sweep.schedulers import make_scheduler
 from sweep.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
-from sweep.stoppers import ZeroSignalStopper
+from sweep.stoppers import VARIANCE, ZeroSignalStopper, no_signal
 from sweep.storage import open_storage, optuna_db_path, push_study
 from sweep.trial import run_trial
 
@@ -136,21 +137,50 @@ def trial_count(cfg: SweepConfig) -> int:
 
 
 class TuneZeroSignalStopper(ZeroSignalStopper, Stopper):
-    """The zero-signal rule as a Ray Tune stopper."""
+    """The zero-signal rule as a Ray Tune stopper, over one value per step: a restarted trial redoes the steps
+    after its checkpoint, and a redone step's report replaces the first one's, and those of the steps after it."""
+
+    def __init__(self, threshold: float, patience: int):
+        super().__init__(threshold, patience)
+        self.by_step: dict[str, dict[int, float]] = {}
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        step = result.get("training_iteration")
+        if VARIANCE in result and step is not None:
+            earlier = {s: v for s, v in self.by_step.get(trial_id, {}).items() if s < step}
+            self.by_step[trial_id] = {**earlier, int(step): float(result[VARIANCE])}
+            self.history[trial_id] = [v for _, v in sorted(self.by_step[trial_id].items())]
+        return no_signal(self.history[trial_id], self.threshold, self.patience)
+
+
+class StepLimit(Stopper):
+    """Stop a trial at its last step, read from the step it reports. Tune's MaximumIterationStopper counts
+    reports instead, so a restarted trial's redone steps counted twice and stopped it short of its last step."""
+
+    def __init__(self, total_steps: int):
+        self.total_steps = total_steps
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return int(result.get("training_iteration", 0)) >= self.total_steps
+
+    def stop_all(self) -> bool:
+        return False
 
 
 def build_stopper(cfg: SweepConfig) -> Stopper:
     """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while."""
-    steps = MaximumIterationStopper(cfg.trainer.total_steps)
+    steps = StepLimit(cfg.trainer.total_steps)
     rule = cfg.stopping.zero_signal.rule()
     return CombinedStopper(steps, TuneZeroSignalStopper(*rule)) if rule else steps
 
 
 def build_trainable(cfg: SweepConfig):
-    """``run_trial`` with the base config, storage and resources bound (``sweep resume`` rebuilds the same)."""
+    """``run_trial`` with the base config, storage and resources bound (``sweep resume`` rebuilds the same), and
+    a new run id: a trial that raised is not retried within its run, and is on ``sweep resume`` (``sweep.attempts``)."""
     r = cfg.resources
     bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name,
-                                workers=r.workers_per_trial, worker_resources=(r.cpus_per_trial, r.gpus_per_trial))
+                                workers=r.workers_per_trial, worker_resources=(r.cpus_per_trial, r.gpus_per_trial),
+                                run=uuid.uuid4().hex[:12], max_restarts=cfg.failures.max_trial_restarts)
     if r.workers_per_trial > 1:  # the trial only drives; Ray Train asks for each worker's CPUs and GPUs itself
         return tune.with_resources(bound, {"cpu": 0.01})
     return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
@@ -188,6 +218,8 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             storage_filesystem=None if store.is_local else store.fs,
             callbacks=[*logging_callbacks(cfg), *notifiers(cfg)],
             stop=build_stopper(cfg),
+            # a trial whose process died starts again from its newest checkpoint; one that raised refuses to (sweep.attempts)
+            failure_config=tune.FailureConfig(max_failures=cfg.failures.max_trial_restarts),
             verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),
     )

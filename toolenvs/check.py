@@ -3,21 +3,24 @@
 ``python -m sweep envs check [TASKS.jsonl ...]`` (default: every shipped file in ``toolenvs/data``): starts
 each env's server, replays all solutions concurrently through the real MCP client, runs each task's
 verifier on the final state and prints a per-env table of passed/failed tasks and the tasks per
-difficulty (reference tool calls). With ``--write OUT`` it writes only the passing tasks.
+difficulty (reference tool calls). With ``--write OUT`` it writes only the passing tasks. A bad record, a bad file
+or a task of an env that is not a local app is named and skipped; the rest are checked all the same (exit 2).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolenvs.client import EnvClient, EnvError
+from toolenvs.local import APPS
 from toolenvs.local.launch import LocalEnvServer
 from toolenvs.outcomes import passed
-from toolenvs.task import Task, load_task_files
+from toolenvs.task import Task, read_task_files
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -101,11 +104,33 @@ def write_kept(report: CheckReport, path: Path) -> None:
     path.write_text("".join(json.dumps(t.model_dump(), sort_keys=True) + "\n" for t in report.kept()))
 
 
+def checkable_tasks(paths: list[Path]) -> tuple[list[Task], list[str]]:
+    """The tasks that can be replayed here, and why each other one cannot: a bad record or file (named by
+    ``toolenvs.task``), or an env_key that is not a local app (a Fleet task is checked by Fleet)."""
+    found, problems = read_task_files(paths)
+    tasks = []
+    for source, task in found:
+        if task.env_key in APPS:
+            tasks.append(task)
+        else:
+            problems.append(f"{source} (task {task.task_key!r}): key 'env_key' = {task.env_key!r} is not a local app (known: {', '.join(sorted(APPS))}); "
+                            "envs check replays local apps only")
+    return tasks, problems
+
+
 def main(paths: list[Path] | None = None, write: Path | None = None) -> int:
-    """The ``sweep envs check`` command: 0 when every reference solution passes, else 1."""
-    report = check_tasks(load_task_files(paths or shipped_task_files()))
-    render(report)
+    """The ``sweep envs check`` command: 0 when every reference solution passes, 1 when some fail, 2 when
+    some tasks could not be checked (each named; the others are checked all the same)."""
+    tasks, problems = checkable_tasks(paths or shipped_task_files())
+    report = check_tasks(tasks)
+    if tasks:
+        render(report)
     if write:
         write_kept(report, write)
         print(f"wrote {len(report.kept())} passing tasks to {write}")
+    for problem in problems:
+        print(f"not checked: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} task record(s) or file(s) not checked (above); {len(tasks)} task(s) checked", file=sys.stderr)
+        return 2
     return 1 if any(report.failed.values()) else 0

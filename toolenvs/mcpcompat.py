@@ -45,17 +45,31 @@ __all__ = ["V2", "Context", "MCPError", "ToolError", "http"]
 # --- server ------------------------------------------------------------------------------------------
 
 
-def make_server(name: str, version: str, log_level: str = "WARNING", tracing: bool = False) -> Any:
-    """A server answering in plain JSON (not SSE); without ``tracing``, no OpenTelemetry span per call (2.x)."""
+def make_server(name: str, version: str, log_level: str = "WARNING", tracing: bool = False, check: Any = None) -> Any:
+    """A server answering in plain JSON (not SSE); without ``tracing``, no OpenTelemetry span per call (2.x).
+    ``check(tool, arguments)``: run on a call's raw arguments before the SDK validates (and coerces) them;
+    a result it returns is the call's answer. Both SDKs route every call through ``call_tool``."""
+    server_class = _checked(check) if check is not None else MCPServer
     if V2:
-        server = MCPServer(name, version=version, log_level=log_level)
+        server = server_class(name, version=version, log_level=log_level)
         if not tracing:  # a span per call costs CPU; local servers export none
             server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
         return server
-    server = MCPServer(name, log_level=log_level, json_response=True, stateless_http=False)
+    server = server_class(name, log_level=log_level, json_response=True, stateless_http=False)
     server._mcp_server.version = version  # 1.x takes no version argument; the initialize answer reads it here
     logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStandaloneStream())
     return server
+
+
+def _checked(check: Any) -> type:
+    class CheckedServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kwargs: Any) -> Any:
+            refused = check(name, arguments or {})
+            if refused is not None:
+                return refused
+            return await super().call_tool(name, arguments, *rest, **kwargs)
+
+    return CheckedServer
 
 
 class _ClosedStandaloneStream(logging.Filter):

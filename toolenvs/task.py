@@ -9,9 +9,10 @@ Files load as JSON lines, or as a JSON array (or ``{"tasks": [...]}``) as Fleet 
 field names are read as they are: ``key`` is ``task_key``, ``env_id`` is ``env_key``, ``version`` is
 ``env_version``, ``data_id`` is ``data_key``, ``task_modality`` is ``modality``; ``data_key``,
 ``data_version``, ``env_version`` and JSON-valued ``env_variables`` are kept verbatim. Computer-use tasks
-are refused by name (this trainer acts through tool calls). The loader rejects a bad record with its file,
-line or index, task and key. Leaves out: running verifiers (``toolenvs.verify``; Fleet runs its own) and
-checking that an ``env_key`` is served anywhere.
+are refused by name (this trainer acts through tool calls). The loader names every bad record with its
+file, line or index, task and key (``read_tasks`` also returns the good ones, for a caller that goes on).
+Leaves out: running verifiers (``toolenvs.verify``; Fleet runs its own) and checking that an ``env_key`` is
+served anywhere.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from configkit.base import ConfigError, StrictModel, validate
+from configkit.base import ConfigError, StrictModel, read_text, validate
 
 VERIFIER_FUNCTION = "verify"
 
@@ -83,7 +84,7 @@ def verifier_problem(verifier: Any, verifier_code: Any, verifier_func: Any = Non
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        return f"key '{key}' is not valid Python: line {exc.lineno}: {exc.msg}"
+        return f"key '{key}' is not valid Python: {f'line {exc.lineno}: ' if exc.lineno else ''}{exc.msg}"
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
     if key == "verifier_code" and not any(node.name == VERIFIER_FUNCTION for node in functions):
         return f"key 'verifier_code' must define a top-level function {VERIFIER_FUNCTION}(final_state: dict) -> float"
@@ -121,30 +122,28 @@ def parse_task(record: Any, source: str) -> Task:
     return validate(Task, record, source)
 
 
-def _records(path: Path) -> list[tuple[str, Any]]:
-    """(where, record) of each task in a file: JSON lines, or one JSON array or ``{"tasks": [...]}`` (Fleet's export)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): a task file is JSON lines or a JSON array") from None
+def _records(path: Path) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(where, record) of each task in a file: JSON lines, or one JSON array or ``{"tasks": [...]}`` (Fleet's export);
+    and a problem for each line that is not JSON. A file that cannot be read as any of these is a ConfigError."""
+    text = read_text(path, "task file (JSON lines or a JSON array)")
     try:
         document = _one_document(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     if isinstance(document, list):
-        return [(f"{path}[{i}]", item) for i, item in enumerate(document)]
+        return [(f"{path}[{i}]", item) for i, item in enumerate(document)], []
     if isinstance(document, dict) and "tasks" in document and "prompt" not in document:
         if not isinstance(document["tasks"], list):
             raise ConfigError(f"{path}: key 'tasks' must be an array of tasks, got {type(document['tasks']).__name__}")
-        return [(f"{path}[{i}]", item) for i, item in enumerate(document["tasks"])]
-    records = []
+        return [(f"{path}[{i}]", item) for i, item in enumerate(document["tasks"])], []
+    records, problems = [], []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 records.append((f"{path}:{lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON: {exc}") from None
-    return records
+            except (json.JSONDecodeError, RecursionError) as exc:
+                problems.append(f"{path}:{lineno}: not valid JSON: {exc}")
+    return records, problems
 
 
 def _one_document(text: str) -> Any:
@@ -159,30 +158,66 @@ def _one_document(text: str) -> Any:
         return None
 
 
-def load_tasks(path: str | Path) -> list[Task]:
-    """Read a task file; a bad record raises ConfigError naming the file, the line (or index) and the key."""
+MOST_PROBLEMS = 20  # bad records named in one error; the rest are counted
+
+
+def read_tasks(path: str | Path) -> tuple[list[tuple[str, Task]], list[str]]:
+    """Every good task of a file with where it is (``file:line``), and one problem per bad record, naming the
+    file, the line (or index), the task and the key; a file that cannot be read as tasks is one problem."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such task file")
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    for source, record in _records(path):
-        task = parse_task(record, source)
-        if task.task_key in seen:
-            raise ConfigError(f"{source}: key 'task_key' = {task.task_key!r} appears twice")
-        seen.add(task.task_key)
-        tasks.append(task)
-    return tasks
+    try:
+        records, problems = _records(path)
+    except ConfigError as exc:
+        return [], [str(exc)]
+    found: list[tuple[str, Task]] = []
+    first: dict[str, str] = {}
+    for source, record in records:
+        try:
+            task = parse_task(record, source)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if task.task_key in first:
+            problems.append(f"{source}: key 'task_key' = {task.task_key!r} appears twice (first at {first[task.task_key]})")
+            continue
+        first[task.task_key] = source
+        found.append((source, task))
+    return found, problems
+
+
+def read_task_files(paths: list[str | Path]) -> tuple[list[tuple[str, Task]], list[str]]:
+    """``read_tasks`` of several files; a task_key in two files is a problem naming both."""
+    found: list[tuple[str, Task]] = []
+    problems: list[str] = []
+    where: dict[str, Path] = {}
+    for path in map(Path, paths):
+        tasks, bad = read_tasks(path)
+        problems += bad
+        for source, task in tasks:
+            if task.task_key in where:
+                problems.append(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
+                continue
+            where[task.task_key] = path
+            found.append((source, task))
+    return found, problems
+
+
+def refuse(problems: list[str]) -> None:
+    """Raise one ConfigError naming every problem (the first ``MOST_PROBLEMS``, then how many more)."""
+    if problems:
+        more = f"\n... and {len(problems) - MOST_PROBLEMS} more bad task record(s)" if len(problems) > MOST_PROBLEMS else ""
+        raise ConfigError("\n".join(problems[:MOST_PROBLEMS]) + more)
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Read a task file; bad records raise one ConfigError naming each: the file, the line (or index) and the key."""
+    found, problems = read_tasks(path)
+    refuse(problems)
+    return [task for _, task in found]
 
 
 def load_task_files(paths: list[str | Path]) -> list[Task]:
     """Tasks of several files; a task_key in two files is an error naming both."""
-    tasks: list[Task] = []
-    where: dict[str, Path] = {}
-    for path in map(Path, paths):
-        for task in load_tasks(path):
-            if task.task_key in where:
-                raise ConfigError(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
-            where[task.task_key] = path
-            tasks.append(task)
-    return tasks
+    found, problems = read_task_files(paths)
+    refuse(problems)
+    return [task for _, task in found]

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweep import attempts
 from sweep.report.store import SweepStore
 from toolenvs.outcomes import passed
 
@@ -30,6 +31,7 @@ class TrialData:
     evals: list[dict[str, Any]] = field(default_factory=list)  # aggregated_results.jsonl, step 0 included
     trainer_config: dict[str, Any] | None = None
     error: str = ""
+    restarts: int = 0  # times the trial started again after its process died (sweep.attempts)
 
     @property
     def steps(self) -> int:
@@ -90,19 +92,27 @@ def _with_task_results(store: SweepStore, traj: str, evals: list[dict[str, Any]]
     return out
 
 
-def _history(store: SweepStore, folder: str) -> list[dict[str, Any]]:
-    """One row per step, a resumed trial's redone steps once (``sweep.results``); Tune's ``result.json``
-    as it is where that cannot be read."""
+def _history(store: SweepStore, folder: str, tried: list[attempts.Attempt]) -> list[dict[str, Any]]:
+    """One row per step, a resumed trial's redone steps once (``sweep.results``) and the steps a restart
+    started before not at all (``sweep.attempts``); Tune's ``result.json`` as it is where that cannot be read."""
     from sweep.results import trial_history
 
     try:
-        return trial_history(store.path(folder), store.fs)
+        return attempts.current_rows(trial_history(store.path(folder), store.fs), tried)
     except (OSError, ValueError):
         return _json_lines(store.read_text(f"{folder}/result.json"))
 
 
+def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
+    try:
+        return attempts.read(store.fs, store.path(folder))
+    except (OSError, ValueError, TypeError):  # unreadable records: the history as it was written
+        return []
+
+
 def load_trial(store: SweepStore, folder: str) -> TrialData:
-    rows = _history(store, folder)
+    tried = _attempts(store, folder)
+    rows = _history(store, folder, tried)
     trial_id = _trial_id(folder, rows)
     params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
     traj = f"trajectories/{trial_id}"
@@ -115,6 +125,7 @@ def load_trial(store: SweepStore, folder: str) -> TrialData:
         evals=_with_task_results(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))),
         trainer_config=json.loads(trainer) if trainer else None,
         error=(store.read_text(f"{folder}/error.txt") or "").strip(),
+        restarts=attempts.restarts(tried),
     )
 
 

@@ -56,12 +56,12 @@ def _leaderboard(rep: Report) -> Section:
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
     ])
-    s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "stopped", "wall s"]
+    s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "restarts", "stopped", "wall s"]
     for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):
         stop = f"{t.stop}: {t.error}" if t.error else t.stop
         course = f"{_f(j.evidence.base.pass_at_1 if j.evidence.base else None)} → {_f(t.last)}"
         s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], course, _gain(j), j.verdict.label,
-                       str(t.steps), stop, f"{t.wall_s:.0f}"])
+                       str(t.steps), str(t.restarts), stop, f"{t.wall_s:.0f}"])
     return s
 
 

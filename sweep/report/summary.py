@@ -58,6 +58,7 @@ class TrialSummary:
     stop: str  # finished | ASHA | median stopping | PBT | stopped early (scheduler) | zero signal | error
     wall_s: float
     error: str = ""
+    restarts: int = 0  # times the trial started again after its process died
 
 
 def _total_steps(sweep: SweepData) -> int:
@@ -95,6 +96,7 @@ def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str,
         stop=stop_reason(trial, board, total_steps, scheduler),
         wall_s=trial.wall_s,
         error=trial.error.splitlines()[-1] if trial.error else "",
+        restarts=trial.restarts,
     )
 
 

@@ -31,6 +31,7 @@ async def slow(state: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 
 TOOLS = {"echo": echo, "slow": slow}
+PARAMETERS = {"text": "Text to echo back.", "seconds": "How long to sleep before answering."}
 
 
 def verify(final: dict[str, Any], start: dict[str, Any], spec: dict[str, Any]) -> float:

@@ -144,3 +144,54 @@ def test_a_malformed_seed_gets_a_4xx_that_says_why_and_the_server_goes_on(hotel_
             return len(session.tools)
 
     assert _run(still_serves()) > 0
+
+
+@pytest.mark.parametrize(("arguments", "says"), [
+    ({"hotel_id": "H01", "check_in": "2026-12-01", "nights": "2"}, 'book_hotel: nights: input should be a valid integer, got "2"'),
+    ({"hotel_id": "H01", "check_in": "2026-12-01", "nights": True}, "book_hotel: nights: input should be a valid integer, got true"),
+    ({"hotel_id": "H01", "check_in": "2026-12-01", "nights": 2.0}, "book_hotel: nights: input should be a valid integer, got 2.0"),
+    ({"hotel_id": 1, "check_in": "2026-12-01", "nights": 2}, "book_hotel: hotel_id: input should be a valid string, got 1"),
+    ({"hotel_id": "H01", "check_in": "2026-12-01", "nights": 2, "guests": 2},
+     "book_hotel: unknown argument guests (arguments: hotel_id, check_in, nights)"),
+    ({"hotel_id": "H01"}, "book_hotel: missing argument check_in; missing argument nights"),
+])
+def test_arguments_are_checked_strictly_against_the_schema(hotel_server, tasks, arguments, says):
+    """No coercion ("2" or true for an integer), nothing unknown, nothing missing: an invalid_argument result
+    the agent reads, the episode's state untouched; the same call with its declared types succeeds."""
+
+    async def call():
+        async with EnvClient(hotel_server.base_url).episode(tasks[0]) as session:
+            refused = await session.call_tool("book_hotel", arguments)
+            listed = await session.call_tool("list_bookings", {})
+            booked = await session.call_tool("book_hotel", {"hotel_id": "H01", "check_in": "2026-12-01", "nights": 2})
+            return refused, listed, booked
+
+    refused, listed, booked = _run(call())
+    assert (refused.is_error, refused.failure, refused.text) == (True, "invalid_argument", says)
+    assert listed.text == "[]" and not booked.is_error
+
+
+def test_every_tool_parameter_of_every_app_is_described():
+    import inspect
+
+    from toolenvs.local import APPS
+    from toolenvs.local.server import argument_checks
+
+    for key in APPS:
+        app = get_app(key)
+        for name, fn in app.TOOLS.items():
+            params = list(inspect.signature(fn).parameters)[1:]
+            assert all(app.PARAMETERS.get(p) for p in params), (key, name, [p for p in params if p not in app.PARAMETERS])
+            assert list(argument_checks(app)[name].model_fields) == params
+        assert set(app.PARAMETERS) == {p for fn in app.TOOLS.values() for p in list(inspect.signature(fn).parameters)[1:]}, key
+
+
+def test_the_schema_carries_the_descriptions(hotel_server, tasks):
+    async def tools():
+        async with EnvClient(hotel_server.base_url).episode(tasks[0]) as session:
+            return {t.name: t.input_schema for t in session.tools}
+
+    schemas = _run(tools())
+    hotel = get_app("hotel")
+    for schema in schemas.values():
+        assert {p: spec["description"] for p, spec in schema["properties"].items()} == {p: hotel.PARAMETERS[p] for p in schema["properties"]}

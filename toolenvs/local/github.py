@@ -185,5 +185,16 @@ def request_review(state: State, repo: str, number: int, reviewer: str) -> dict[
 TOOLS = {f.__name__: f for f in (list_issues, create_issue, comment_issue, close_issue, assign_issue, add_label,
                                   list_pulls, merge_pull, request_review)}
 
+PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolenvs.local.server)
+    "repo": "Repository as owner/name, e.g. alice/webapp.",
+    "status": "Which issues: open, closed or all.",
+    "label": "A label name of the repository, e.g. bug ('' for any, when listing).",
+    "title": "The issue's title.",
+    "body": "Text of the issue or comment.",
+    "number": "The issue's or pull request's number (an integer).",
+    "assignee": "Username of a collaborator of the repository.",
+    "reviewer": "Username of a collaborator other than the pull request's author.",
+}
+
 
 VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)

@@ -101,6 +101,14 @@ def cancel_booking(state: dict[str, Any], booking_id: str) -> dict[str, Any]:
 
 TOOLS = {f.__name__: f for f in (search_hotels, book_hotel, list_bookings, cancel_booking)}
 
+PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolenvs.local.server)
+    "city": "City name, e.g. Paris.",
+    "hotel_id": "The hotel's id from search_hotels, e.g. H01.",
+    "check_in": "Arrival date, YYYY-MM-DD, today or later.",
+    "nights": "Number of nights to stay (an integer, at least 1).",
+    "booking_id": "The booking's id from list_bookings, e.g. B100.",
+}
+
 
 # --- verifiers: read the final state, return a reward in [0, 1] -------------------------------------
 

@@ -123,5 +123,20 @@ def cancel_event(state: State, event_id: int) -> dict[str, Any]:
 TOOLS = {f.__name__: f for f in (list_messages, read_message, send_message, reply_message, move_message,
                                   list_events, create_event, cancel_event)}
 
+PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolenvs.local.server)
+    "folder": "Mail folder: inbox, archive or trash.",
+    "sender": "Only messages from this address ('' for all).",
+    "message_id": "The message's id from list_messages (an integer).",
+    "to": "Recipient's address.",
+    "subject": "The email's subject line.",
+    "body": "Text of the email.",
+    "date": "A day, YYYY-MM-DD.",
+    "title": "The event's title.",
+    "when": "Start, YYYY-MM-DD HH:MM.",
+    "hours": "Duration in hours (an integer, at least 1).",
+    "invite": "Address of one user to invite ('' for none).",
+    "event_id": "The event's id from list_events (an integer).",
+}
+
 
 VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS, IGNORED)

@@ -55,10 +55,57 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any)
             return error_result(str(exc), {FAILURE_META: getattr(exc, "kind", Failure.TOOL_ERROR)})
         return json.dumps(result, separators=(", ", ": "))
 
+    described = [p.replace(annotation=_described(app, fn.__name__, p)) for p in params]
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
-    tool.__signature__ = signature.replace(parameters=[*params, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in params} | {"ctx": Context, "return": str}
+    tool.__signature__ = signature.replace(parameters=[*described, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in described} | {"ctx": Context, "return": str}
     return tool
+
+
+def _described(app: ModuleType, tool: str, param: inspect.Parameter) -> Any:
+    """The parameter's type with its description from the app's ``PARAMETERS`` (in the tool's JSON schema)."""
+    from typing import Annotated
+
+    from pydantic import Field
+
+    description = getattr(app, "PARAMETERS", {}).get(param.name)
+    if description is None:
+        raise ValueError(f"{app.__name__}.PARAMETERS has no description of {param.name!r} ({tool}): every tool parameter is described")
+    return Annotated[param.annotation, Field(description=description)]
+
+
+def argument_checks(app: ModuleType) -> dict[str, Any]:
+    """Per tool, a strict model of its arguments: JSON types as declared (no ``"5"`` for an integer, no
+    ``true`` for a number), every required one present, none unknown. The SDK's own validation coerces."""
+    from pydantic import ConfigDict, create_model
+
+    checks = {}
+    for name, fn in app.TOOLS.items():
+        params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
+        fields: dict[str, Any] = {p.name: (p.annotation, ... if p.default is p.empty else p.default) for p in params}
+        checks[name] = create_model(f"{name}_arguments", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+    return checks
+
+
+def argument_problem(tool: str, model: Any, arguments: dict[str, Any]) -> str | None:
+    """What is wrong with a call's arguments, in words the agent can act on (None: nothing)."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate(arguments)
+    except ValidationError as exc:
+        allowed = ", ".join(model.model_fields)
+        said = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            if error["type"] == "extra_forbidden":
+                said.append(f"unknown argument {where} (arguments: {allowed})")
+            elif error["type"] == "missing":
+                said.append(f"missing argument {where}")
+            else:
+                said.append(f"{where}: {error['msg'].lower()}, got {json.dumps(error['input'])}")
+        return f"{tool}: {'; '.join(said)}"
+    return None
 
 
 def build_app(app: ModuleType):
@@ -70,7 +117,7 @@ def build_app(app: ModuleType):
 
     episodes: dict[str, dict[str, Any]] = {}
     peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
-    server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1")
+    server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1", check=_checker(app))
     for name, fn in app.TOOLS.items():
         server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
 
@@ -128,6 +175,21 @@ def _bad_seed(status: int, message: str) -> Any:
     from starlette.responses import JSONResponse
 
     return JSONResponse({"error": f"POST /episodes: {message}"}, status_code=status)
+
+
+def _checker(app: ModuleType) -> Any:
+    """The server's check of a call's raw arguments: an error result the agent reads (invalid_argument), or None."""
+    from toolenvs.mcpcompat import error_result
+
+    models = argument_checks(app)
+
+    def check(tool: str, arguments: dict[str, Any]) -> Any:
+        if tool not in models:
+            return None  # the SDK answers an unknown tool
+        problem = argument_problem(tool, models[tool], arguments)
+        return error_result(problem, {FAILURE_META: Failure.INVALID_ARGUMENT}) if problem else None
+
+    return check
 
 
 def _listen_socket() -> socket.socket:

@@ -101,5 +101,14 @@ def transfer_order(state: State, order_id: int, to_user: str) -> dict[str, Any]:
 
 TOOLS = {f.__name__: f for f in (search_events, buy_tickets, list_orders, cancel_order, transfer_order)}
 
+PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolenvs.local.server)
+    "city": "City name.",
+    "query": "Text the event's name contains ('' for all).",
+    "event_id": "The event's id from search_events (an integer).",
+    "quantity": "Number of seats (an integer, at least 1).",
+    "order_id": "The order's id from list_orders (an integer).",
+    "to_user": "Username of the user who receives the order.",
+}
+
 
 VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)

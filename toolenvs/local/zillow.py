@@ -123,5 +123,16 @@ def make_offer(state: State, listing_id: int, amount: int) -> dict[str, Any]:
 TOOLS = {f.__name__: f for f in (search_listings, save_listing, list_saved, unsave_listing, schedule_tour, list_tours,
                                   cancel_tour, make_offer)}
 
+PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolenvs.local.server)
+    "city": "City name.",
+    "max_price": "Highest price in dollars (an integer; 0 for any).",
+    "min_beds": "Fewest bedrooms (an integer; 0 for any).",
+    "listing_id": "The listing's id from search_listings or list_saved (an integer).",
+    "date": "The tour's day, YYYY-MM-DD.",
+    "hour": "The tour's hour, 9 to 17 (an integer).",
+    "tour_id": "The tour's id from list_tours (an integer).",
+    "amount": "Offered price in dollars (an integer).",
+}
+
 
 VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)

@@ -1,0 +1,48 @@
+"""configkit's YAML reader: a key given twice is refused with both places; what YAML allows on purpose is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from configkit.base import ConfigError, parse_yaml, read_yaml
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("a: 1\nb: 2\na: 3\n", "src: key 'a' appears twice (lines 1 and 3)"),
+        ("a:\n  b: 1\n  c: [{d: 1, d: 2}]\n", "src: key 'a.c[0].d' appears twice (line 3, columns 8 and 14)"),
+        ("- {x: 1}\n- y: 1\n  y: 2\n", "src: key '[1].y' appears twice (lines 2 and 3)"),
+        ("'a': 1\na: 2\n", "src: key 'a' appears twice"),  # quoted or not, the same key
+    ],
+)
+def test_a_key_given_twice_is_named_with_both_places(text, named):
+    with pytest.raises(ConfigError) as err:
+        parse_yaml(text, "src")
+    assert named in str(err.value)
+
+
+def test_merges_aliases_and_look_alike_keys_are_not_repeats():
+    text = "base: &b {lr: 1, seed: 2}\nrun:\n  <<: *b\n  lr: 3\nother: *b\n1: int\n'1': str\n"
+    assert parse_yaml(text, "src") == {"base": {"lr": 1, "seed": 2}, "run": {"lr": 3, "seed": 2}, "other": {"lr": 1, "seed": 2}, 1: "int", "1": "str"}
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (b"\xef\xbb\xbfname: t\n", None),  # a UTF-8 byte-order mark is fine
+        (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 at 9); save the YAML file as UTF-8"),
+        (b"\xff\xfen\x00", "UTF-16 text"),
+        (b"PK\x03\x04\x00\x00", "a binary file (NUL byte at 4), not a YAML file"),
+        (b"a: [1,\n", 'space.yaml", line 2, column 1'),  # YAML's own message, its place in the file
+    ],
+)
+def test_read_yaml_names_the_file_and_its_problem(tmp_path, content, named):
+    path = tmp_path / "space.yaml"
+    path.write_bytes(content)
+    if named is None:
+        assert read_yaml(path) == {"name": "t"}
+        return
+    with pytest.raises(ConfigError) as err:
+        read_yaml(path)
+    assert str(err.value).startswith(f"{path}: ") and named in str(err.value)

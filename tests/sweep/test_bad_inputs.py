@@ -1,0 +1,419 @@
+# ruff: noqa: F811  (the S3 fixtures are imported by name and requested by name)
+"""Every bad input a user can write is named before anything starts, and no command leaves a half-started sweep.
+
+A matrix of bad space files, task files, storage values and command-line arguments, each run in-process
+through ``python -m sweep``'s ``main`` (as a user runs it, without the subprocess): exit code 2, the file,
+key or value named in stderr, no traceback, no results folder, nothing started (no base prepared, no Tune,
+no Ray). Then a seeded mutation fuzzer over the shipped space files, and a start refused or crashed after
+its folder was written. Fast: no Ray, no trial; the S3 cases use moto's server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from configkit.base import ConfigError
+from sweep.__main__ import main
+from tests.support.s3 import FAKE_CREDENTIALS, free_port, moto_server, s3_bucket  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_SPACES = sorted((ROOT / "sweep" / "search_spaces").glob("*.yaml"))
+HOTEL_TASK = json.loads((ROOT / "toolenvs" / "data" / "hotel.jsonl").read_text().splitlines()[0])
+BASE = """name: t
+trainer: {total_steps: 2}
+space:
+  optim.lr: {choice: [1.0e-3]}
+search: {searcher: random, num_samples: 1}
+storage: results
+"""
+CLOSED = f"127.0.0.1:{free_port()}"  # nothing listens there: an endpoint that cannot be reached
+
+
+def task_line(**changes: object) -> str:
+    return json.dumps({**HOTEL_TASK, **changes}, ensure_ascii=False) + "\n"
+
+
+def with_trainer(trainer: str) -> str:
+    return BASE.replace("trainer: {total_steps: 2}", f"trainer: {{total_steps: 2, {trainer}}}")
+
+
+def with_storage(storage: str) -> str:
+    return BASE.replace("storage: results", f"storage: {json.dumps(storage)}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """Files to write under a fresh folder, the command (``{tmp}`` is that folder) and the text stderr must hold."""
+
+    argv: tuple[str, ...]
+    named: tuple[str, ...]
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# A space file's own problems, each tried with `validate` and with `run` (the same door: sweep/loader.py).
+SPACE_FILES = {
+    "repeated top-level key": ({"space.yaml": "name: a\n" + BASE}, ["key 'name' appears twice (lines 1 and 2)"]),
+    "repeated trainer key": ({"space.yaml": BASE.replace("trainer: {total_steps: 2}", "trainer:\n  optim: {lr: 0.1}\n  optim: {lr: 0.2}")},
+                             ["key 'trainer.optim' appears twice (lines 3 and 4)"]),
+    "repeated key on one line": ({"space.yaml": with_trainer("seed: 1, seed: 2")}, ["key 'trainer.seed' appears twice (line 2, columns"]),
+    "repeated swept key": ({"space.yaml": BASE + "space:\n  seed: {choice: [1, 2]}\n"}, ["key 'space' appears twice (lines 3 and 7)"]),
+    "repeated key in a point": ({"space.yaml": BASE + "search: {points_to_evaluate: [{optim.lr: 1, optim.lr: 2}]}\n"},
+                                ["key 'search.points_to_evaluate[0].optim.lr' appears twice"]),
+    "binary space file": ({"space.yaml": b"name: t\x00\x01\x02"}, ["space.yaml: a binary file (NUL byte at 7)"]),
+    "latin-1 space file": ({"space.yaml": "name: café\n".encode("latin-1")}, ["space.yaml: not UTF-8 text (byte 0xe9 at 9)"]),
+    "utf-16 space file": ({"space.yaml": BASE.encode("utf-16")}, ["space.yaml: UTF-16 text (it starts with a byte-order mark); save the YAML file as UTF-8"]),
+    "space file is a folder": ({"space.yaml/x": ""}, ["space.yaml: a directory, not a YAML file"]),
+    "no such space file": ({}, ["space.yaml: no such file"]),
+    "broken YAML": ({"space.yaml": "name: [t\n"}, ["space.yaml: not valid YAML", "space.yaml\", line "]),
+    "control character": ({"space.yaml": "name: t\x07\n"}, ["space.yaml: not valid YAML: unacceptable character #x0007"]),
+    "two documents": ({"space.yaml": BASE + "---\nname: u\n"}, ["space.yaml: not valid YAML: expected a single document"]),
+    "top level is a list": ({"space.yaml": "- name: t\n"}, ["space.yaml: the top level must be a mapping of keys, got list"]),
+    "nested too deeply": ({"space.yaml": "name: " + "[" * 3000 + "]" * 3000 + "\n"}, ["space.yaml: nested too deeply to read as YAML"]),
+    "misspelt section": ({"space.yaml": BASE.replace("search:", "serach:")}, ["unknown key 'serach'", "allowed here:"]),
+    "name that climbs out": ({"space.yaml": BASE.replace("name: t", "name: '..'")}, ["key 'name' = '..'", "is not a name"]),
+    "unknown env key": ({"space.yaml": with_trainer("env: {env_keys: [hotle]}")},
+                        ["key 'env.env_keys' = ['hotle']: no tasks of env.tasks_path", "have env_key 'hotle'; theirs: hotel"]),
+    "one env key unknown": ({"space.yaml": with_trainer("env: {env_keys: [hotel, nope, zilow]}")},
+                            ["have env_key 'nope', 'zilow'; theirs: hotel"]),
+    "no env key": ({"space.yaml": with_trainer("env: {env_keys: []}")}, ["key 'env.env_keys' = []: an empty list selects no tasks"]),
+    "task file missing": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}")}, ["key 'env.tasks_path'", "tasks.jsonl: no such file"]),
+    "task file is binary": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"), "tasks.jsonl": b"\x1f\x8b\x08\x00\x00"},
+                            ["tasks.jsonl: a binary file (NUL byte at 3)"]),
+    "task file not UTF-8": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"), "tasks.jsonl": task_line(prompt="Réserve").encode("latin-1")},
+                            ["tasks.jsonl: not UTF-8 text (byte 0xe9"]),
+    "task file is a folder": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"), "tasks.jsonl/x": ""}, ["tasks.jsonl: a directory"]),
+    "task file empty": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"), "tasks.jsonl": "\n"}, ["no tasks in the file(s)"]),
+    "task of an unknown env": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"), "tasks.jsonl": task_line(env_key="hotle")},
+                               ["key 'trainer.env.backend' = {type: local}: env_key(s) hotle are not local apps (known: github, hotel"]),
+    "every bad record named": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"),
+                                "tasks.jsonl": task_line() + "{oops\n" + task_line(task_key="b", colour="red") + task_line()},
+                               ["tasks.jsonl:2: not valid JSON", "tasks.jsonl:3 (task 'b'): unknown key 'colour'",
+                                "tasks.jsonl:4: key 'task_key' = 'hotel-book_id-00' appears twice (first at"]),
+    "eval file bad": ({"space.yaml": with_trainer("eval: {interval: 1, tasks_path: [held.jsonl]}"), "held.jsonl": "[1,"},
+                      ["key 'eval.tasks_path'", "held.jsonl: not valid JSON"]),
+}
+
+# Storage values, each tried in the space file (`validate`) and as `run --storage`.
+STORAGE = {
+    "an existing file": ("afile", ["key 'storage' = 'afile'", "afile is a file, not a directory"]),
+    "under a file": ("afile/results", ["afile is a file, so", "cannot be made"]),
+    "one slash": ("s3:/bucket/p", ["'s3:/bucket/p': looks like a URI but is not one (s3: without //)", "allowed: a local directory"]),
+    "no slash": ("s3:bucket", ["looks like a URI but is not one"]),
+    "gs one slash": ("gs:/bucket", ["looks like a URI but is not one (gs: without //)"]),
+    "upper-case scheme": ("S3://bucket/p", ["write the scheme in lower case, s3://bucket/p"]),
+    "gs": ("gs://bucket/p", ["scheme gs:// is not supported; allowed: a local directory (a plain path) or s3://bucket/prefix"]),
+    "hdfs": ("hdfs://namenode/p", ["scheme hdfs:// is not supported"]),
+    "file URI": ("file:///tmp/results", ["write a local directory as a plain path (/tmp/results), not file://"]),
+    "empty": ("", ["key 'storage' = '': empty"]),
+    "blanks around": (" results", ["leading/trailing blanks"]),
+    "no bucket": ("s3:///p", ["no bucket"]),
+    "bucket too short": ("s3://ab/p", ["'ab' is not a valid bucket name (letters, digits"]),
+    "bucket with a port": ("s3://bucket:9000/p", ["'bucket:9000' is not a valid bucket name"]),
+    "bucket with ..": ("s3://my..bucket/p", ["'my..bucket' is not a valid bucket name"]),
+    "bucket an IP": ("s3://10.0.0.1/p", ["'10.0.0.1' is not a valid bucket name"]),
+    "bucket ends in -": ("s3://bucket-/p", ["'bucket-' is not a valid bucket name"]),
+    "empty prefix part": ("s3://bucket//p", ["the prefix has an empty part"]),
+    "fragment": ("s3://bucket/p#x", ["a '#'"]),
+    "unknown option": ("s3://bucket/p?colour=blue", ["unknown option colour"]),
+    "bad scheme option": ("s3://bucket/p?scheme=ftp", ["option scheme='ftp'; allowed: http, https"]),
+    "bad endpoint port": ("s3://bucket/p?endpoint_override=localhost:99999", ["option endpoint_override = 'localhost:99999': not host:port"]),
+    "bad endpoint scheme": ("s3://bucket/p?endpoint_override=ftp://host:21", ["scheme ftp:// is not http:// or https://"]),
+    "endpoint with a path": ("s3://bucket/p?endpoint_override=http://host:9000/api", ["not host:port or http(s)://host:port"]),
+}
+
+# The environment's endpoint for s3:// storage.
+ENDPOINTS = {
+    "endpoint one slash": ("http:/127.0.0.1:9000", ["AWS_ENDPOINT_URL = 'http:/127.0.0.1:9000': not host:port"]),
+    "endpoint scheme": ("htp://127.0.0.1:9000", ["AWS_ENDPOINT_URL = 'htp://127.0.0.1:9000': scheme htp:// is not http://"]),
+    "endpoint no host": ("http://", ["AWS_ENDPOINT_URL = 'http://': not host:port"]),
+}
+
+# Command-line arguments of run, validate, resume and train.
+SPACE = "{tmp}/space.yaml"
+COMMAND_LINE = {
+    "set without =": (["validate", SPACE, "--set", "optim.lr"], ["--set 'optim.lr': write it as dotted.key=value"]),
+    "set without key": (["run", SPACE, "--set", "=3"], ["write it as dotted.key=value"]),
+    "set of no key": (["validate", SPACE, "--set", "nothing.here=1"], ["--set nothing.here: unknown key 'nothing' (trainer keys:"]),
+    "set of broken YAML": (["run", SPACE, "--set", "optim.lr=[1,"], ["--set 'optim.lr=[1,': not valid YAML"]),
+    "set with a repeated key": (["validate", SPACE, "--set", "trainer={seed: 1, seed: 2}"], ["key 'seed' appears twice"]),
+    "set of a swept key": (["run", SPACE, "--set", "optim.lr=0.5"], ["--set optim.lr: the space sweeps this key"]),
+    "set of a bad value": (["validate", SPACE, "--set", "total_steps=-1"], ["key 'trainer.total_steps' = -1"]),
+    "num-samples 0": (["run", SPACE, "--num-samples", "0"], ["--set search.num_samples=0", "key 'search.num_samples' = 0"]),
+    "num-samples not a number": (["run", SPACE, "--num-samples", "x"], ["argument --num-samples: invalid int value: 'x'"]),
+    "unknown flag": (["validate", SPACE, "--sett", "x=1"], ["unrecognized arguments: --sett"]),
+    "storage flag one slash": (["run", SPACE, "--storage", "s3:/b/x"], ["key 'storage' = 's3:/b/x': looks like a URI"]),
+    "resume nothing there": (["resume", "{tmp}/results/t"], ["no sweep to resume here (no tuner.pkl); start one with `python -m sweep run SPACE`"]),
+    "resume a file": (["resume", "{tmp}/afile"], ["no sweep to resume here"]),
+    "resume one slash": (["resume", "s3:/bucket/t"], ["the sweep's path = 's3:/bucket/t': looks like a URI"]),
+    "resume upper-case scheme": (["resume", "S3://bucket/t"], ["the sweep's path = 'S3://bucket/t': write the scheme in lower case"]),
+    "resume gs": (["resume", "gs://bucket/t"], ["the sweep's path = 'gs://bucket/t': scheme gs:// is not supported"]),
+    "resume no name": (["resume", "s3://bucket/"], ["name the sweep's directory, s3://bucket/prefix/NAME"]),
+    "resume bad bucket": (["resume", "s3://b_/t"], ["'b_' is not a valid bucket name"]),
+    "resume unreachable": (["resume", f"s3://bucket/t?endpoint_override={CLOSED}&scheme=http"],
+                           ["the bucket 'bucket' could not be reached at " + CLOSED]),
+    "run unreachable": (["run", SPACE, "--storage", f"s3://bucket/p?endpoint_override={CLOSED}&scheme=http"],
+                        ["could not be reached at " + CLOSED, "check the endpoint"]),
+    "train unknown env key": (["train", "{tmp}/trainer.yaml"], ["trainer.yaml: key 'env.env_keys' = ['nope']: no tasks of env.tasks_path", "have env_key 'nope'"]),
+    "train repeated key": (["train", "{tmp}/dup.yaml"], ["dup.yaml: key 'optim.lr' appears twice (lines 2 and 3)"]),
+    "train task of an unknown env": (["train", "{tmp}/fleet.yaml"], ["key 'env.backend' = {type: local}: env_key(s) booking are not local apps"]),
+}
+COMMAND_LINE_FILES = {
+    "space.yaml": BASE, "afile": "",
+    "trainer.yaml": "total_steps: 2\nenv: {env_keys: [nope]}\n",
+    "dup.yaml": "optim:\n  lr: 0.1\n  lr: 0.2\n",
+    "fleet.yaml": "total_steps: 2\nenv: {tasks_path: booking.jsonl}\n",
+    "booking.jsonl": task_line(env_key="booking"),
+}
+
+
+def _cases() -> list:
+    cases = []
+    for name, (files, named) in SPACE_FILES.items():
+        for command in ("validate", "run"):
+            cases.append(pytest.param(Case((command, SPACE), tuple(named), files), id=f"space: {name} ({command})"))
+    for name, (value, named) in STORAGE.items():
+        files = {"afile": ""}
+        cases.append(pytest.param(Case(("validate", SPACE), tuple(named), {**files, "space.yaml": with_storage(value)}), id=f"storage: {name} (file)"))
+        cases.append(pytest.param(Case(("run", SPACE, "--storage", value), tuple(named), {**files, "space.yaml": BASE}), id=f"storage: {name} (--storage)"))
+    for name, (endpoint, named) in ENDPOINTS.items():
+        for command in ("validate", "run"):
+            case = Case((command, SPACE), tuple(named), {"space.yaml": with_storage("s3://bucket/p")}, {"AWS_ENDPOINT_URL": endpoint})
+            cases.append(pytest.param(case, id=f"storage: {name} ({command})"))
+    # root writes to any folder it makes: there, a folder no one may write to (procfs refuses even root)
+    unwritable = {"space.yaml": with_storage("/proc/1/grpo-sweep-results")} if os.geteuid() == 0 else {"space.yaml": with_storage("ro/results"), "ro/": ""}
+    cases.append(pytest.param(Case(("validate", SPACE), ("is not writable by this user",), unwritable), id="storage: unwritable folder"))
+    for name, (argv, named) in COMMAND_LINE.items():
+        cases.append(pytest.param(Case(tuple(argv), tuple(named), COMMAND_LINE_FILES), id=f"command line: {name}"))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """What a command started, recorded instead of done: the environment's settings, the bases, Tune."""
+    import sweep.bases
+    import sweep.run
+
+    calls: list[str] = []
+    monkeypatch.setattr(sweep.run, "prepare_environment", lambda: calls.append("environment"))
+    monkeypatch.setattr(sweep.bases, "prepare_bases", lambda cfg, store=None: calls.append("bases"))
+    monkeypatch.setattr(sweep.run, "_fit_and_report", lambda cfg, store, make_tuner: calls.append("tune") or 0)
+    return calls
+
+
+def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``python -m sweep ARGV`` in this process: (exit code, stdout, stderr); argparse's refusals exit 2 too."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_refused(code: int, out: str, err: str, named: tuple[str, ...], tmp_path: Path, started: list[str]) -> None:
+    assert code == 2, (code, out, err)
+    for text in named:
+        assert text in err, f"{text!r} not in:\n{err}"
+    assert "Traceback" not in out + err
+    assert not started, started
+    assert not (tmp_path / "results").exists() and not (tmp_path / "sweep_results").exists()
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()
+
+
+def write_files(tmp_path: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith("/"):
+            path.chmod(0o555)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_bad_input_is_named_and_nothing_starts(case: Case, tmp_path, monkeypatch, capsys, started):
+    monkeypatch.chdir(tmp_path)  # relative storage and task paths land in this test's folder
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    for key, value in {**FAKE_CREDENTIALS, **case.env}.items():  # no credentials lookup on the network
+        monkeypatch.setenv(key, value)
+    write_files(tmp_path, case.files)
+    code, out, err = run_main([arg.replace("{tmp}", str(tmp_path)) for arg in case.argv], capsys)
+    assert_refused(code, out, err, case.named, tmp_path, started)
+
+
+def test_the_matrix_covers_each_kind_of_input_several_times():
+    kinds = {}
+    for case in CASES:
+        kind = case.id.split(":")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert set(kinds) == {"space", "storage", "command line"} and min(kinds.values()) >= 10, kinds
+
+
+def test_validate_stays_offline_and_run_asks_the_bucket(s3_bucket, tmp_path, monkeypatch, capsys, started):
+    """An endpoint that does not answer passes `validate` (no network there); `run` and `resume` name it, and a
+    bucket that is not there, within seconds."""
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": with_storage(f"s3://bucket/p?endpoint_override={CLOSED}&scheme=http")})
+    code, out, err = run_main(["validate", "space.yaml"], capsys)
+    assert code == 0 and "ok" in out, err
+    missing = f"s3://no-such-bucket/p?endpoint_override={s3_bucket.server.host_port}&scheme=http"
+    code, out, err = run_main(["run", "space.yaml", "--storage", missing], capsys)
+    assert_refused(code, out, err, ("there is no bucket 'no-such-bucket' at 127.0.0.1:",), tmp_path, started)
+    code, out, err = run_main(["resume", "s3://no-such-bucket/p/t"], capsys)  # AWS_ENDPOINT_URL: the fixture's
+    assert_refused(code, out, err, ("there is no bucket 'no-such-bucket'",), tmp_path, started)
+    code, out, err = run_main(["resume", f"{s3_bucket.uri('p')}/t"], capsys)  # the bucket answers: nothing to resume there
+    assert_refused(code, out, err, ("no sweep to resume here",), tmp_path, started)
+    assert s3_bucket.keys() == []
+
+
+# --- the mutation fuzzer
+MUTANTS = 60
+VALUES = [None, 0, -1, 2.5, 10**30, float("nan"), "", "nope", True, [], [1, "a"], {}, {"a": 1}, {"choice": []},
+          {"loguniform": [1, 0]}, {"grid": [1, 2]}, {"uniform": [0, 1], "when": {"x": {"gt": 0}}}, "s3:/bucket", "1e-3"]
+
+
+def _keys(node: object, path: tuple = ()) -> list[tuple]:
+    """Every path to a mapping key or list item in a parsed YAML document."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    found = []
+    for key, value in items:
+        found.append((*path, key))
+        found.extend(_keys(value, (*path, key)))
+    return found
+
+
+def mutate(text: str, rng: random.Random) -> tuple[str, str, str]:
+    """(mutated text, what was done, the key's text that an error must name, or "" when it may validate)."""
+    op = rng.choice(["drop", "retype", "misspell", "duplicate"])
+    if op == "duplicate":  # a key line given again right after itself: the second would silently win
+        lines = text.splitlines()
+        candidates = [i for i, line in enumerate(lines) if not line.lstrip().startswith(("#", "-")) and ":" in line.split("#")[0]]
+        i = rng.choice(candidates)
+        key = lines[i].split(":")[0].strip()
+        return "\n".join([*lines[: i + 1], lines[i], *lines[i + 1:]]) + "\n", f"duplicate line {i + 1}", f"appears twice (lines {i + 1} and {i + 2})"
+    data = yaml.safe_load(text)
+    path = rng.choice(_keys(data))
+    parent = data
+    for part in path[:-1]:
+        parent = parent[part]
+    key = path[-1]
+    if op == "drop":
+        del parent[key]
+    elif op == "retype" or isinstance(parent, list):
+        parent[key] = copy.deepcopy(rng.choice(VALUES))
+        op = "retype"
+    else:
+        spot = rng.randrange(len(str(key)))
+        misspelt = str(key)[:spot] + rng.choice([c for c in "xq_" if c != str(key)[spot]]) + str(key)[spot + 1:]
+        parent[misspelt] = parent.pop(key)
+        return yaml.safe_dump(data, sort_keys=False), f"misspell {'.'.join(map(str, path))}", misspelt
+    return yaml.safe_dump(data, sort_keys=False), f"{op} {'.'.join(map(str, path))}", ""
+
+
+def test_mutated_shipped_spaces_validate_or_are_named(tmp_path, monkeypatch, capsys, started):
+    """60 seeded mutants of the shipped space files (a key dropped, retyped, misspelt or given twice): each
+    validates cleanly or is refused with a named error, exit 2 and no traceback, and `run` refuses it too."""
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(60)
+    outcomes = {0: 0, 2: 0}
+    for i in range(MUTANTS):
+        shipped = rng.choice(SHIPPED_SPACES)
+        text = shipped.read_text().replace("storage: sweep_results", f"storage: {tmp_path / 'results'}")
+        mutant, what, must_name = mutate(text, rng)
+        path = tmp_path / f"mutant{i}_{shipped.name}"
+        path.write_text(mutant)
+        code, out, err = run_main(["validate", str(path)], capsys)
+        context = f"{shipped.name}: {what}\n{out}{err}"
+        assert code in (0, 2) and "Traceback" not in out + err, context
+        assert code == 0 or (err.startswith(f"error: {path}") and must_name in err), context
+        assert code == 2 or not must_name, context  # a duplicate or a misspelt key never passes
+        outcomes[code] += 1
+        if code == 2:
+            code, out, err = run_main(["run", str(path)], capsys)
+            assert_refused(code, out, err, (str(path), must_name), tmp_path, started)
+    assert outcomes[0] and outcomes[2] > MUTANTS / 2, outcomes  # both outcomes happen; most mutants are refused
+
+
+# --- a start refused or crashed after its folder was written
+def test_a_start_refused_after_its_folder_was_written_leaves_nothing(tmp_path, monkeypatch, capsys, started):
+    """`run` refused after it wrote sweep_config.json (resources checked against the Ray it started): the folder goes,
+    so the next `run` is not told to resume, and `resume` is not asked to continue a sweep that never began."""
+    import sweep.run
+
+    def refuse(cfg, store, make_tuner):
+        started.append("tune")
+        raise ConfigError("resources: key 'resources.cpus_per_trial' = 64: each trial asks for 64 CPU, the Ray cluster has 2; lower it")
+
+    monkeypatch.setattr(sweep.run, "_fit_and_report", refuse)
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE})
+    for _ in range(2):  # the second run gets as far as the first: nothing blocks it
+        code, out, err = run_main(["run", "space.yaml"], capsys)
+        assert code == 2 and "cpus_per_trial' = 64" in err and "already exists" not in err, err
+        assert not (tmp_path / "results" / "t").exists()
+    code, out, err = run_main(["resume", "results/t"], capsys)
+    assert code == 2 and "start one with `python -m sweep run SPACE`" in err
+
+
+def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkeypatch, capsys, started):
+    import sweep.bases
+
+    def crash(cfg, store=None):
+        raise RuntimeError("the base policy's build died")
+
+    monkeypatch.setattr(sweep.bases, "prepare_bases", crash)
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE, "results/t/base_evals/x": "partial"})
+    with pytest.raises(RuntimeError):
+        main(["run", "space.yaml"])
+    assert not (tmp_path / "results" / "t").exists()
+    write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/sweep_config.json": "{}"})
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    assert code == 2 and "already exists" in err and "python -m sweep resume" in err
+    assert (tmp_path / "results" / "t" / "tuner.pkl").exists()  # a sweep Tune began is never removed by a refusal
+
+
+def test_run_starts_over_in_a_failed_start_and_says_so(tmp_path, monkeypatch, capsys, started):
+    """A folder left by an earlier version's failed start (its config, no tuner state): `resume` points to `run`,
+    and `run` agrees: it starts over there."""
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE, "results/t/sweep_config.json": "{}"})
+    code, out, err = run_main(["resume", "results/t"], capsys)
+    assert code == 2 and "no sweep to resume here" in err and "python -m sweep run" in err
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    assert code == 0, err
+    assert "a start that failed before its first trial" in out and "starting over there" in out
+    assert started == ["environment", "bases", "tune"]
+    assert json.loads((tmp_path / "results" / "t" / "sweep_config.json").read_text())["name"] == "t"
+
+
+# --- sweep envs check goes on past bad tasks
+def test_envs_check_names_every_bad_task_and_checks_the_rest(tmp_path, capsys):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(task_line(env_key="hotle") + "{oops\n" + task_line(task_key="b", verifier=None) + task_line(task_key="good"))
+    (tmp_path / "binary.jsonl").write_bytes(b"\x00\x01")
+    kept = tmp_path / "kept.jsonl"
+    code, out, err = run_main(["envs", "check", str(tasks), str(tmp_path / "binary.jsonl"), str(tmp_path / "none.jsonl"),
+                               "--write", str(kept)], capsys)
+    assert code == 2 and "Traceback" not in out + err
+    for named in ("tasks.jsonl:1 (task 'hotel-book_id-00'): key 'env_key' = 'hotle' is not a local app", "tasks.jsonl:2: not valid JSON",
+                  "tasks.jsonl:3 (task 'b'): give exactly one of", "binary.jsonl: a binary file", "none.jsonl: no such file",
+                  "5 task record(s) or file(s) not checked (above); 1 task(s) checked"):
+        assert named in err, err
+    assert "hotel" in out and [json.loads(line)["task_key"] for line in kept.read_text().splitlines()] == ["good"]

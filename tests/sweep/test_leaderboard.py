@@ -1,0 +1,66 @@
+"""The leaderboard's row for a trial that restarted: how many times, and only the history its last start kept."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+from pyarrow.fs import LocalFileSystem
+
+from sweep import attempts, leaderboard
+
+METRIC = "reward/avg_pass_at_1"
+
+
+def restarted_trial(tmp_path):
+    """A trial without checkpoints: attempt 0 reported steps 1-3 and was killed; attempt 1 started over and
+    raised at step 3. Tune's ``result.json`` holds both attempts' rows, as it appends."""
+    trial = tmp_path / "sweep" / "run_trial_abcde_00000_0_2026-11-24"
+    (trial / "attempts").mkdir(parents=True)
+    rows = [(1, 0, 0.1), (2, 0, 0.2), (3, 0, 0.9), (1, 1, 0.1), (2, 1, 0.3)]
+    (trial / "result.json").write_text("".join(
+        json.dumps({"trial_id": "abcde_00000", "training_iteration": s, "step": s, METRIC: v, attempts.ATTEMPT: a, "time_total_s": 1.0}) + "\n"
+        for s, a, v in rows))
+    records = [attempts.Attempt(0, "run", 11, 1.0, resumed_from=0), attempts.Attempt(1, "run", 12, 2.0, resumed_from=0, ended=3.0, raised="ValueError: x")]
+    for record in records:
+        (trial / "attempts" / f"attempt_{record.number:03d}.json").write_text(json.dumps(record.__dict__))
+    return trial
+
+
+def test_a_restarted_trial_says_how_often_and_counts_only_its_kept_steps(tmp_path):
+    trial = restarted_trial(tmp_path)
+    result = SimpleNamespace(path=str(trial), filesystem=LocalFileSystem(), metrics={"trial_id": "abcde_00000"},
+                             config={"optim.lr": 1e-3}, error="ValueError: x", metrics_dataframe=None)
+    row = leaderboard.trial_row(result, METRIC, "max", 6, ["optim.lr"])
+    assert (row.restarts, row.steps, row.status, row.best_metric) == (1, 2, "error", 0.3)  # attempt 0's step 3 was replaced
+    assert leaderboard._fate(row)["restarts"] == 1
+
+
+def test_a_trial_without_attempt_records_had_no_restarts(tmp_path):
+    trial = restarted_trial(tmp_path)
+    for record in (trial / "attempts").iterdir():
+        record.unlink()
+    result = SimpleNamespace(path=str(trial), filesystem=LocalFileSystem(), metrics={}, config={}, error=None, metrics_dataframe=None)
+    assert leaderboard.trial_row(result, METRIC, "max", 2, []).restarts == 0
+
+
+def test_the_table_has_a_restarts_column(tmp_path):
+    from rich.console import Console
+
+    out = io.StringIO()
+    leaderboard.render([{"trial": "abcde_00000", "config": {"optim.lr": 1e-3}, "steps": 2, "restarts": 1, "status": "error",
+                         "verdict": "error", "why": "raised"}], Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    header = [cell.strip() for cell in next(line for line in lines if "restarts" in line).split("┃")]
+    row = [cell.strip() for cell in next(line for line in lines if "abcde_00000" in line).split("│")]
+    assert row[header.index("restarts")] == "1" and row[header.index("steps")] == "2"
+
+
+def test_the_report_reads_the_same_history_and_restarts(tmp_path):
+    from sweep.report.load import load_sweep
+    from sweep.report.store import SweepStore
+
+    restarted_trial(tmp_path)
+    (trial,) = load_sweep(SweepStore(str(tmp_path / "sweep"))).trials
+    assert (trial.restarts, trial.steps, [r[METRIC] for r in trial.rows]) == (1, 2, [0.1, 0.3])
