@@ -7,6 +7,7 @@ fleet virtual environment).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -52,12 +53,13 @@ def test_openenv_is_appended_so_nothing_of_ours_is_shadowed(tmp_path, monkeypatc
     (package / "__init__.py").write_text("class FleetTaskEnv:\n    pass\n")
     (tmp_path / "toolenvs").mkdir()
     (tmp_path / "toolenvs" / "__init__.py").write_text("raise RuntimeError('shadowed')\n")
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for name in ("envs", "envs.fleet_env"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    # no other OpenEnv (a Fleet test in this process may have put the real one on the path and imported it)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "envs" / "fleet_env").is_dir()])
+    for name in [m for m in sys.modules if m == "envs" or m.startswith("envs.")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setenv("OPENENV_PATH", str(tmp_path))
     assert load_fleet_task_env().__module__ == "envs.fleet_env"
     assert sys.path[-1] == str(tmp_path.resolve())
     import toolenvs.task  # noqa: F401 - still ours
-    for name in ("envs", "envs.fleet_env"):
-        sys.modules.pop(name, None)
+    for name in [m for m in sys.modules if m == "envs" or m.startswith("envs.")]:
+        sys.modules.pop(name)  # the fake; monkeypatch puts back what was there
