@@ -3,7 +3,8 @@
 W&B: one run per trial, grouped by the sweep's name, its config the trial's swept keys (never anything
 that looks like a secret; secrets live in the environment only). ``mode: offline`` needs no key and writes
 run files under ``{storage}/{name}/wandb`` for ``wandb sync`` later. TensorBoard: event files in each
-trial's folder (tensorboardX).
+trial's folder (tensorboardX). The finished sweep's own summaries (HParams tab, one W&B run with the leaderboard
+and verdict) are written once at the end by ``sweep.summary_logs``, from the report.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Run (or resume) a validated sweep on a local Ray: its bases and base evals first, check resources, fit, leaderboard.
+"""Run (or resume) a validated sweep on a local Ray: its bases and base evals first, check resources, fit, leaderboard,
+report, and the end-of-sweep TensorBoard/W&B summaries (``sweep.summary_logs``).
 
 Imports Ray and Tune only when called, so the CLI module stays light.
 """
@@ -7,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from configkit import environ
 from configkit.base import ConfigError
 from sweep.config import SweepConfig
 from sweep.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from sweep.report.build import Report
 
 
 def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None) -> int:
@@ -97,23 +101,32 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     leaderboard.render(rows)
     leaderboard.save(rows, store, cfg.name)
     print(f"results: {store.display(cfg.name)}")
-    write_report(store, cfg.name)
+    report = write_report(store, cfg.name)
+    if report is not None:
+        from sweep.summary_logs import log_sweep_end
+
+        log_sweep_end(report, cfg, store)
     return 1 if fates and all(r.status == "error" for r in fates) else 0
 
 
-def write_report(store: Storage, name: str) -> None:
-    """The sweep's report (``sweep report``'s), written where that command writes it; the sweep's results
-    stand whatever happens here, so a failure is said, not raised."""
-    from sweep.report import make_report
+def write_report(store: Storage, name: str) -> Report | None:
+    """The sweep's report (``sweep report``'s), written where that command writes it; returned for the loggers'
+    end-of-sweep summaries. The sweep's results stand whatever happens here, so a failure is said, not raised."""
+    from sweep.report import default_out
+    from sweep.report.build import build_report
+    from sweep.report.render import write_report as render
     from sweep.resume import experiment_uri
 
     uri = experiment_uri(store.uri, name)
+    out = default_out(uri)
     try:
-        out, _ = make_report(uri)
+        report = build_report(uri, out)
+        _, page, _ = render(report, out)
     except Exception as exc:  # noqa: BLE001 - the results are stored; say how to retry
-        print(f"the report could not be written ({type(exc).__name__}: {exc}); retry with `python -m sweep report {uri}`")
-        return
-    print(f"report: {out / 'index.html'}")
+        print(f"warning: the report could not be written ({type(exc).__name__}: {exc}); retry with `python -m sweep report {uri}`")
+        return None
+    print(f"report: {page}")
+    return report
 
 
 def prepare_environment() -> None:
