@@ -1,12 +1,13 @@
 """The GRPO math as pure functions: tensors in, tensors out, no config objects, no I/O.
 
 Shapes: ``G`` prompt groups of ``n`` samples; ``B`` sequences; ``T`` target positions.
-Variants are registries with one signature per family (KL estimators, loss aggregations); an unknown
+Variants are registries with one signature per family (policy losses, KL estimators, loss aggregations); an unknown
 name raises with the list of valid names.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -87,6 +88,118 @@ def ppo_clipped_loss(
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
     active = clipped < unclipped
     return ClippedLoss(-torch.minimum(unclipped, clipped), active & (adv < 0), active & (adv > 0))
+
+
+def ppo_clip_policy_loss(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, eps_low: float | None, eps_high: float
+) -> ClippedLoss:
+    """The ``ppo_clip`` entry of ``POLICY_LOSSES``: ``ppo_clipped_loss`` per token (the mask is not needed,
+    the aggregation applies it). ``eps_low`` None means the same as ``eps_high``."""
+    return ppo_clipped_loss(logprobs, old_logprobs, advantages, eps_high if eps_low is None else eps_low, eps_high)
+
+
+def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over each sequence's own (unmasked) tokens of ``logprobs - old_logprobs``: ``(B, T) -> (B,)``.
+    0 for a sequence with no unmasked token. Gradient flows to every unmasked token's log-prob, 1/|y_i| each."""
+    mask_f = mask.to(logprobs.dtype)
+    return ((logprobs - old_logprobs) * mask_f).sum(-1) / mask_f.sum(-1).clamp(min=1.0)
+
+
+def gspo_loss(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, eps_low: float | None, eps_high: float
+) -> ClippedLoss:
+    """GSPO (Group Sequence Policy Optimization, Qwen 2025): the PPO clip on a sequence-level ratio.
+
+    logprobs, old_logprobs, mask: ``(B, T)``; advantages: ``(B,)``. s_i = exp(mean over sequence i's
+    unmasked tokens of (logprobs - old)); loss_i = -min(s_i * A_i, clip(s_i, 1 - eps_low, 1 + eps_high) * A_i).
+    Returned per token: every token of sequence i carries loss_i (``(B, T)``), so ``seq-mean-token-mean``
+    gives the paper's objective (mean over sequences); ``token-mean`` weighs long sequences more. The clip
+    flags are the sequence's, on all its tokens. ``eps_low`` None means the same as ``eps_high``.
+    """
+    eps_low = eps_high if eps_low is None else eps_low
+    seq_ratio = torch.exp(sequence_log_ratio(logprobs, old_logprobs, mask))
+    unclipped = seq_ratio * advantages
+    clipped = torch.clamp(seq_ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
+    active = clipped < unclipped
+    per_seq = -torch.minimum(unclipped, clipped)
+    width = logprobs.shape[-1]
+    return ClippedLoss(
+        per_seq.unsqueeze(-1).expand(-1, width),
+        (active & (advantages < 0)).unsqueeze(-1).expand(-1, width),
+        (active & (advantages > 0)).unsqueeze(-1).expand(-1, width),
+    )
+
+
+def cispo_loss(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, eps_low: float | None, eps_high: float
+) -> ClippedLoss:
+    """CISPO (MiniMax-M1, 2025): a clipped, detached importance weight times the REINFORCE term.
+
+    logprobs, old_logprobs: ``(B, T)``; advantages: ``(B,)``. r = exp(logprobs - old);
+    loss = -sg(clip(r, 1 - eps_low, 1 + eps_high)) * A * logprobs, with no lower bound when ``eps_low`` is
+    None (the paper tunes only the upper one). Every token keeps its gradient ``-w * A``: the clip bounds
+    the weight, it never drops a token. ``clipped_high``/``clipped_low`` mark tokens whose weight was
+    truncated above/below (whatever the advantage's sign). Its value is not PPO's (on-policy it is
+    ``-A * logprobs``, not ``-A``); its gradient on-policy is the same.
+    """
+    ratio = torch.exp(logprobs.detach() - old_logprobs)
+    low = None if eps_low is None else 1.0 - eps_low
+    weight = torch.clamp(ratio, min=low, max=1.0 + eps_high)
+    above = ratio > 1.0 + eps_high
+    below = ratio < low if low is not None else torch.zeros_like(above)
+    return ClippedLoss(-weight * advantages.unsqueeze(-1) * logprobs, below, above)
+
+
+POLICY_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float | None, float], ClippedLoss]] = {
+    "ppo_clip": ppo_clip_policy_loss,
+    "gspo": gspo_loss,
+    "cispo": cispo_loss,
+}
+
+
+def policy_loss(name: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float | None, float], ClippedLoss]:
+    """``(logprobs (B, T), old_logprobs (B, T), advantages (B,), mask (B, T), eps_low, eps_high) -> ClippedLoss``
+    by name; the per-token loss is then aggregated (and masked) by the chosen loss aggregation."""
+    if name not in POLICY_LOSSES:
+        raise ValueError(f"unknown policy loss {name!r} (valid: {', '.join(POLICY_LOSSES)})")
+    return POLICY_LOSSES[name]
+
+
+class ImportanceWeights(NamedTuple):
+    """Per-token weights ``(B, T)`` (detached) and where the cap truncated them ``(B, T)`` bool."""
+
+    weight: torch.Tensor
+    truncated: torch.Tensor
+
+
+def truncated_importance_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, cap: float | None) -> ImportanceWeights:
+    """Token-level truncated importance sampling (TIS) from the sampler to the policy that is updated.
+
+    old_logprobs (the policy's own, recomputed), sampler_logprobs (what vLLM or HF generate reported,
+    NaN on tokens it did not sample): ``(B, T)``. w = min(exp(old - sampler), cap), detached; 1 where the
+    sampler's log-prob is not finite (prompt, tool output, padding: masked anyway). ``cap`` None: no
+    truncation (the plain ratio, for measuring). Multiplying each token's policy loss by w corrects the
+    update for sampling from a slightly different distribution (bf16 vLLM, a stale engine).
+    """
+    log_ratio = (old_logprobs.detach() - sampler_logprobs).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    ratio = torch.where(torch.isfinite(sampler_logprobs), torch.exp(log_ratio), torch.ones_like(log_ratio))
+    if cap is None:
+        return ImportanceWeights(ratio, torch.zeros_like(ratio, dtype=torch.bool))
+    return ImportanceWeights(ratio.clamp(max=cap), ratio > cap)
+
+
+def sequence_importance_mask(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """Which sequences to keep under sequence-level masked importance sampling: ``(B, T) x3 -> (B,)`` bool.
+
+    The sequence's ratio is the geometric mean exp(mean over its sampled tokens of (old - sampler)) (the
+    plain product explodes with length); a sequence is kept when it lies in ``[1 / cap, cap]``. A sequence
+    without a finite sampler log-prob on its unmasked tokens has ratio 1 and is kept; ``cap`` None keeps all.
+    """
+    if cap is None:
+        return torch.ones(old_logprobs.shape[0], dtype=torch.bool, device=old_logprobs.device)
+    sampled = mask.to(torch.bool) & torch.isfinite(sampler_logprobs)
+    mean_log_ratio = sequence_log_ratio(old_logprobs.detach(), sampler_logprobs.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0), sampled)
+    return mean_log_ratio.abs() <= math.log(cap)
 
 
 def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:

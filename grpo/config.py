@@ -101,6 +101,37 @@ class AlgorithmConfig(StrictModel):
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
         "token-mean", description="How per-token losses become one number."
     )
+    policy_loss: Literal["ppo_clip", "gspo", "cispo"] = Field(
+        "ppo_clip",
+        description="The policy-gradient surrogate. ppo_clip: the token-level PPO clip (clip_eps_low/high). "
+        "gspo: the PPO clip on a sequence-level ratio, exp(mean token log-ratio), with gspo_eps_low/high; every token of a "
+        "sequence carries its loss, so loss_agg seq-mean-token-mean gives the paper's objective. cispo: a clipped, "
+        "stop-gradient token weight times advantage * log-prob (cispo_eps_low/high): no token loses its gradient.",
+    )
+    gspo_eps_low: float = Field(
+        3e-4, gt=0, lt=1, description="GSPO: sequence ratios under 1 - gspo_eps_low are clipped (paper: 3e-4; sequence ratios stay near 1, so far smaller than clip_eps_low)."
+    )
+    gspo_eps_high: float = Field(4e-4, gt=0, description="GSPO: sequence ratios over 1 + gspo_eps_high are clipped (paper: 4e-4).")
+    cispo_eps_low: float | None = Field(
+        None, gt=0, lt=1, description="CISPO: lower bound 1 - cispo_eps_low on the token weight; None: no lower bound (as in MiniMax-M1)."
+    )
+    cispo_eps_high: float = Field(0.28, gt=0, description="CISPO: upper bound 1 + cispo_eps_high on the token weight (the only one MiniMax-M1 tunes).")
+    tis_cap: float | None = Field(
+        None,
+        ge=1,
+        description="Truncated importance sampling from the sampler: each token's policy loss is multiplied by "
+        "min(exp(policy log-prob - sampler log-prob), tis_cap), detached. None: off. Corrects for a sampler (vLLM in bf16) "
+        "that does not sample exactly the policy's distribution; 2 is a common cap. With gspo the token weights multiply "
+        "the sequence's loss on each token. policy/tis_weight_mean and policy/tis_truncated_frac are reported either way "
+        "(off: the plain ratio, nothing truncated).",
+    )
+    tis_seq_mask_cap: float | None = Field(
+        None,
+        gt=1,
+        description="Sequence-level masked importance sampling: a sequence whose geometric-mean ratio "
+        "exp(mean(policy log-prob - sampler log-prob)) lies outside [1/cap, cap] gets no policy gradient (it still "
+        "counts in loss_agg's denominator). None: off. Combines with tis_cap.",
+    )
     normalize_std: bool = Field(True, description="Divide advantages by the group's reward std (False: Dr. GRPO).")
     std_floor: float = Field(0.0, ge=0, description="Lower bound on the group std before dividing.")
     std_eps: float = Field(1e-6, gt=0, description="Added to a group's reward std before dividing.")

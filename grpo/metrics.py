@@ -141,6 +141,7 @@ OVERALL_METRICS = (
     "reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt", "reward/frac_zero_variance", "reward/env_error_frac",
     "policy/loss", "policy/clip_frac", "policy/clip_frac_low", "policy/clip_frac_high", "policy/kl", "policy/entropy",
     "policy/grad_norm", "policy/ratio_mean", "policy/lr", "policy/update_kl", "policy/update_norm",
+    "policy/tis_weight_mean", "policy/tis_truncated_frac", "policy/tis_seq_masked_frac",
     "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens", "rollout/overlong_frac",
     "timing/rollout_s", "timing/step_s", "perf/tokens_per_s", "perf/rss_gib",
 )

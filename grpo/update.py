@@ -2,9 +2,12 @@
 ``mini_batches`` optimizer steps each.
 
 The first mini-batch is on-policy (ratio 1, so the clip cannot engage); later ones see a policy that has
-already moved, which is where PPO clipping matters. The loss is the chosen aggregation of the clipped
-surrogate plus ``kl_coef`` times the chosen KL estimator minus ``entropy_coef`` times the entropy, over
-the model's own tokens only. The trainer stays algorithm-blind: every choice arrives in ``UpdateSettings``.
+already moved, which is where PPO clipping matters. The loss is the chosen aggregation of the chosen
+policy loss (``algorithm.policy_loss``: PPO clip, GSPO or CISPO), each token's term optionally weighted by
+importance sampling from the sampler's log-probs (truncated per token, ``tis_cap``; masked per sequence,
+``tis_seq_mask_cap``), plus ``kl_coef`` times the chosen KL estimator minus ``entropy_coef`` times the
+entropy, over the model's own tokens only. The trainer stays algorithm-blind: every choice arrives in
+``UpdateSettings``.
 """
 
 from __future__ import annotations
@@ -13,16 +16,31 @@ from dataclasses import dataclass
 
 import torch
 
-from grpo.algorithm import AGGREGATION_WEIGHTS, kl_estimator, loss_aggregation, masked_mean, ppo_clipped_loss, rescale_to_global
+from grpo.algorithm import (
+    AGGREGATION_WEIGHTS,
+    kl_estimator,
+    loss_aggregation,
+    masked_mean,
+    policy_loss,
+    rescale_to_global,
+    sequence_importance_mask,
+    truncated_importance_weights,
+)
 from grpo.batching import TrainBatch
 from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, device, sum_across
 from grpo.policy import token_logprobs
 
+POLICY_LOSS_EPS = {  # the algorithm keys each policy loss reads as its (eps_low, eps_high)
+    "ppo_clip": ("clip_eps_low", "clip_eps_high"),
+    "gspo": ("gspo_eps_low", "gspo_eps_high"),
+    "cispo": ("cispo_eps_low", "cispo_eps_high"),
+}
+
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    clip_low: float
+    clip_low: float | None  # the chosen policy loss's epsilons (POLICY_LOSS_EPS); None: no lower bound (CISPO)
     clip_high: float
     kl_coef: float
     mini_batches: int
@@ -34,14 +52,19 @@ class UpdateSettings:
     ppo_epochs: int = 1
     norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
     micro_batch_size: int | None = None  # sequences per forward/backward; None: a whole mini-batch
+    policy_loss: str = "ppo_clip"  # a name in grpo.algorithm.POLICY_LOSSES
+    tis_cap: float | None = None  # truncated importance sampling from the sampler's log-probs; None: off
+    tis_seq_mask_cap: float | None = None  # sequence-level masked importance sampling; None: off
 
     @classmethod
     def of(cls, cfg: TrainerConfig) -> UpdateSettings:
         """The update a trial's config asks for: its ``algorithm`` section, with the clip norm (``optim``),
         the sampling temperature and sequence length (``rollout``) and the micro-batch (``model``)."""
         a = cfg.algorithm
+        eps_low, eps_high = POLICY_LOSS_EPS[a.policy_loss]
         return cls(
-            clip_low=a.clip_eps_low, clip_high=a.clip_eps_high, kl_coef=a.kl_coef, mini_batches=a.mini_batches,
+            clip_low=getattr(a, eps_low), clip_high=getattr(a, eps_high), policy_loss=a.policy_loss, tis_cap=a.tis_cap,
+            tis_seq_mask_cap=a.tis_seq_mask_cap, kl_coef=a.kl_coef, mini_batches=a.mini_batches,
             max_grad_norm=cfg.optim.max_grad_norm, temperature=cfg.rollout.temperature, kl_estimator=a.kl_estimator,
             loss_agg=a.loss_agg, entropy_coef=a.entropy_coef, ppo_epochs=a.ppo_epochs, norm_length=cfg.rollout.max_sequence_length,
             micro_batch_size=cfg.model.micro_batch_size,
@@ -143,7 +166,10 @@ def scored(model, batch: TrainBatch, settings: UpdateSettings, first: int) -> to
     return torch.cat(parts)
 
 
-STAT_NAMES = ("loss", "kl", "clip_frac_low", "clip_frac_high", "entropy", "ratio_mean", "logprob_gap")
+STAT_NAMES = (
+    "loss", "kl", "clip_frac_low", "clip_frac_high", "entropy", "ratio_mean", "logprob_gap",
+    "tis_weight_mean", "tis_truncated_frac", "tis_seq_masked_frac",
+)
 
 
 def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int) -> dict[str, float]:
@@ -176,6 +202,9 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
         "policy/update_norm": norm,
         "policy/ratio_mean": values["ratio_mean"],
         "rollout/logprob_gap": values["logprob_gap"],
+        "policy/tis_weight_mean": values["tis_weight_mean"],
+        "policy/tis_truncated_frac": values["tis_truncated_frac"],
+        "policy/tis_seq_masked_frac": values["tis_seq_masked_frac"],
     }
 
 
@@ -185,7 +214,9 @@ def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ra
     logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature, first)
     old = logprobs.detach() if old is None else old
     mask = part.loss_mask
-    clipped = ppo_clipped_loss(logprobs, old, part.advantages, settings.clip_low, settings.clip_high)
+    clipped = policy_loss(settings.policy_loss)(logprobs, old, part.advantages, mask, settings.clip_low, settings.clip_high)
+    tis = truncated_importance_weights(old, part.sampler_logprobs, settings.tis_cap)  # measured also when off (no cap)
+    kept = sequence_importance_mask(old, part.sampler_logprobs, mask, settings.tis_seq_mask_cap).unsqueeze(-1)
     agg = loss_aggregation(settings.loss_agg)
     local_weight = float(AGGREGATION_WEIGHTS[settings.loss_agg](mask))
 
@@ -195,7 +226,7 @@ def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ra
     def token_share(values: torch.Tensor, where: torch.Tensor = mask, total: float = global_tokens) -> torch.Tensor:
         return rescale_to_global(masked_mean(values.detach().float(), where), float(where.sum()), total)
 
-    loss = aggregate(clipped.loss)
+    loss = aggregate((clipped.loss * tis.weight if settings.tis_cap is not None else clipped.loss) * kept)
     kl = aggregate(kl_estimator(settings.kl_estimator)(logprobs, ref)) if ref is not None else torch.zeros((), device=logprobs.device)
     if ref is not None and settings.kl_coef > 0:
         loss = loss + settings.kl_coef * kl
@@ -212,6 +243,9 @@ def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ra
             token_share(entropy),
             token_share(torch.exp(logprobs.detach() - old)),
             token_share(gap, gap_mask, global_gap_tokens),
+            token_share(tis.weight, gap_mask, global_gap_tokens),
+            token_share(tis.truncated, gap_mask, global_gap_tokens),
+            token_share(~kept.expand_as(mask), gap_mask, global_gap_tokens),
         ]
     ).to(torch.float64)
     return loss, stats

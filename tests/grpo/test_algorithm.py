@@ -9,16 +9,22 @@ import torch
 
 from grpo.algorithm import (
     AGGREGATION_WEIGHTS,
+    POLICY_LOSSES,
     advantages_by_group,
+    cispo_loss,
     group_advantages,
+    gspo_loss,
     kl_estimator,
     kl_k1,
     kl_k2,
     kl_k3,
     loss_aggregation,
     masked_mean,
+    policy_loss,
     ppo_clipped_loss,
     rescale_to_global,
+    sequence_importance_mask,
+    truncated_importance_weights,
 )
 
 
@@ -180,3 +186,132 @@ def test_advantages_by_group_equal_the_table_form_exactly():
     valid = torch.rand(6, 4, generator=gen) > 0.2
     flat = advantages_by_group(rewards.flatten(), torch.arange(24) // 4, valid.flatten())
     assert torch.equal(flat, group_advantages(rewards, valid).flatten())
+
+
+def test_gspo_clips_the_sequence_ratio_by_hand():
+    # mask [[1,1,0],[1,1,1],[1,1,1]], old = 0, eps 0.05 both sides:
+    #   seq 0: log-ratios 0.2, 0.0 (5.0 masked) -> mean 0.1 -> s = exp(0.1) = 1.1051709, A=+1:
+    #          min(1.1051709, 1.05) = 1.05 -> loss -1.05 on every token, clipped high, no gradient
+    #   seq 1: log-ratios -0.3, 0, 0 -> mean -0.1 -> s = 0.9048374, A=-2: min(-1.8096748, 0.95 * -2 = -1.9)
+    #          -> loss 1.9, clipped low, no gradient
+    #   seq 2: log-ratios 0.02, 0.04, 0 -> mean 0.02 -> s = 1.0202013, A=+1, inside [0.95, 1.05] ->
+    #          loss -1.0202013; d loss / d logp_t = -A * s / 3 = -0.3400671 on each of its 3 tokens
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    logp = torch.tensor([[0.2, 0.0, 5.0], [-0.3, 0.0, 0.0], [0.02, 0.04, 0.0]], requires_grad=True)
+    out = gspo_loss(logp, torch.zeros(3, 3), torch.tensor([1.0, -2.0, 1.0]), mask, 0.05, 0.05)
+    assert out.loss[:, 0].tolist() == pytest.approx([-1.05, 1.9, -1.0202013], abs=1e-6)
+    assert (out.loss == out.loss[:, :1]).all()  # one value per sequence, on all its tokens
+    assert out.clipped_high[:, 0].tolist() == [True, False, False] and out.clipped_low[:, 0].tolist() == [False, True, False]
+    out.loss[:, 0].sum().backward()  # each sequence's loss once
+    assert logp.grad[2].tolist() == pytest.approx([-0.3400671] * 3, abs=1e-6)
+    assert (logp.grad[:2] == 0).all()  # both clipped sequences, and seq 0's masked token
+
+
+def test_gspo_with_seq_mean_token_mean_is_the_mean_over_sequences():
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    logp = torch.tensor([[0.01, -0.01, 3.0], [0.0, 0.0, 0.0]])
+    out = gspo_loss(logp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), mask, 3e-4, 4e-4)
+    # seq 0: mean log-ratio 0 -> s = 1 -> loss -1; seq 1: s = 1 -> loss +1; mean 0
+    assert loss_aggregation("seq-mean-token-mean")(out.loss, mask, 1).item() == pytest.approx(0.0, abs=1e-7)
+    assert out.loss[:, 0].tolist() == pytest.approx([-1.0, 1.0])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_gspo_matches_a_loop(seed):
+    gen = torch.Generator().manual_seed(seed)
+    b, t = 4, 6
+    logp, old = torch.randn(b, t, generator=gen) * 0.01, torch.randn(b, t, generator=gen) * 0.01
+    mask = (torch.rand(b, t, generator=gen) > 0.3).float()
+    mask[0] = 0.0  # an empty sequence: ratio 1
+    adv = torch.randn(b, generator=gen)
+    out = gspo_loss(logp, old, adv, mask, 0.002, 0.003)
+    for i in range(b):
+        diffs = [float(logp[i, j] - old[i, j]) for j in range(t) if mask[i, j] == 1]
+        s = math.exp(sum(diffs) / len(diffs)) if diffs else 1.0
+        expected = -min(s * float(adv[i]), min(max(s, 1 - 0.002), 1 + 0.003) * float(adv[i]))
+        assert out.loss[i].tolist() == pytest.approx([expected] * t, abs=1e-6)
+
+
+def test_cispo_clips_the_weight_and_keeps_every_gradient_by_hand():
+    # old = 0; ratios seq 0: 1.5, 1.0, 0.5 (A=+1); seq 1: 2.0, 0.8, 1.0 (A=-1); eps_high 0.28, no lower bound.
+    #   weights: seq 0: 1.28, 1.0, 0.5; seq 1: 1.28, 0.8, 1.0
+    #   loss = -w * A * logp: seq 0: -1.28 * ln 1.5 = -0.5189953, 0, -0.5 * ln 0.5 = 0.3465736
+    #                         seq 1:  1.28 * ln 2 = 0.8872284, 0.8 * ln 0.8 = -0.1785148, 0
+    #   gradient -w * A: seq 0: -1.28, -1.0, -0.5; seq 1: 1.28, 0.8, 1.0 (the clipped tokens keep theirs)
+    ratios = torch.tensor([[1.5, 1.0, 0.5], [2.0, 0.8, 1.0]])
+    logp = torch.log(ratios).requires_grad_(True)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    out = cispo_loss(logp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), mask, None, 0.28)
+    assert out.loss.tolist()[0] == pytest.approx([-0.5189953, 0.0, 0.3465736], abs=1e-6)
+    assert out.loss.tolist()[1] == pytest.approx([0.8872284, -0.1785148, 0.0], abs=1e-6)
+    out.loss.sum().backward()
+    assert logp.grad.tolist()[0] == pytest.approx([-1.28, -1.0, -0.5], abs=1e-6)
+    assert logp.grad.tolist()[1] == pytest.approx([1.28, 0.8, 1.0], abs=1e-6)
+    assert out.clipped_high.tolist() == [[True, False, False], [True, False, False]] and not out.clipped_low.any()
+    # with a lower bound 1 - 0.3 = 0.7, seq 0's 0.5 becomes 0.7: gradient -0.7, flagged low
+    low = torch.log(ratios).requires_grad_(True)
+    bounded = cispo_loss(low, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), mask, 0.3, 0.28)
+    bounded.loss.sum().backward()
+    assert low.grad[0, 2].item() == pytest.approx(-0.7) and bounded.clipped_low.tolist()[0] == [False, False, True]
+    # where PPO's clip drops the token (r = 1.5 > 1.28, A > 0), CISPO still pushes it
+    ppo_logp = torch.log(ratios).requires_grad_(True)
+    ppo_clipped_loss(ppo_logp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), 0.2, 0.28).loss.sum().backward()
+    assert ppo_logp.grad[0, 0].item() == 0.0 and logp.grad[0, 0].item() != 0.0
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
+def test_policy_losses_on_policy_give_the_reinforce_gradient(name):
+    """On-policy (old = the policy's own, detached) every policy loss has the REINFORCE gradient: with
+    token-mean, -A / (the batch's unmasked tokens) on each token (GSPO's through its sequence mean)."""
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    logp = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.7, -1.1]], requires_grad=True)
+    adv = torch.tensor([1.0, -2.0])
+    out = policy_loss(name)(logp, logp.detach(), adv, mask, 0.2, 0.28)
+    loss_aggregation("token-mean")(out.loss, mask, 1).backward()
+    assert not out.clipped_low.any() and not out.clipped_high.any()
+    # token-mean over 5 tokens: -A / 5 per token. GSPO too: sequence i's loss sits on its n_i tokens and
+    # d loss_i / d logp_t = -A * s / n_i with s = 1, so n_i * (-A / n_i) / 5 = -A / 5
+    expected = [[-1 / 5, -1 / 5, 0.0], [2 / 5, 2 / 5, 2 / 5]]
+    assert logp.grad.tolist() == [pytest.approx(row, abs=1e-6) for row in expected]
+
+
+def test_truncated_importance_weights_by_hand():
+    # w = min(exp(old - sampler), 1.5): exp(0.5) = 1.6487 -> 1.5 (truncated); exp(0) = 1; exp(-0.4) = 0.6703200;
+    # NaN (a token the sampler did not write) -> 1; exp(2) = 7.389 -> 1.5 (truncated)
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -1.0]])
+    sampler = torch.tensor([[-1.5, -2.0, -0.1], [math.nan, -3.0, math.nan]])
+    out = truncated_importance_weights(old, sampler, 1.5)
+    assert out.weight.tolist() == [pytest.approx(row, abs=1e-6) for row in ([1.5, 1.0, 0.6703200], [1.0, 1.5, 1.0])]
+    assert out.truncated.tolist() == [[True, False, False], [False, True, False]]
+    plain = truncated_importance_weights(old, sampler, None)  # off: the plain ratio, nothing truncated
+    assert plain.weight[0, 0].item() == pytest.approx(1.6487213) and plain.weight[1, 1].item() == pytest.approx(7.3890561)
+    assert not plain.truncated.any()
+    assert not out.weight.requires_grad
+
+
+def test_sequence_importance_mask_by_hand():
+    # cap 1.5 -> keep |mean log-ratio| <= ln 1.5 = 0.4054651 over each sequence's sampled, unmasked tokens:
+    #   seq 0: old - sampler = 0.5, 0.1 (0.9 masked out) -> mean 0.3 -> kept
+    #   seq 1: 0.5, 0.5 (NaN: not sampled) -> mean 0.5 -> masked
+    #   seq 2: -0.6, -0.4 -> mean -0.5 -> masked (ratio 0.61 < 1 / 1.5)
+    #   seq 3: nothing sampled -> ratio 1 -> kept
+    old = torch.zeros(4, 3)
+    sampler = torch.tensor([[-0.5, -0.1, -0.9], [-0.5, -0.5, math.nan], [0.6, 0.4, 0.0], [math.nan] * 3])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    assert sequence_importance_mask(old, sampler, mask, 1.5).tolist() == [True, False, False, True]
+    assert sequence_importance_mask(old, sampler, mask, None).all()
+
+
+def test_unknown_policy_loss_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="ppo_clip, gspo, cispo"):
+        policy_loss("grpo")
+
+
+def test_the_config_literal_names_exactly_the_registered_policy_losses():
+    from typing import get_args
+
+    from grpo.config import AlgorithmConfig
+    from grpo.update import POLICY_LOSS_EPS
+
+    names = set(get_args(AlgorithmConfig.model_fields["policy_loss"].annotation))
+    assert names == set(POLICY_LOSSES) == set(POLICY_LOSS_EPS)

@@ -161,3 +161,75 @@ def test_update_norm_by_hand():
     optimizer.step()
     assert weight.detach().tolist() == pytest.approx([2.9, 4.1])
     assert update_norm(optimizer) == pytest.approx(math.hypot(0.1, 0.1) / math.hypot(2.9, 4.1), rel=1e-6)
+
+
+def _loss_of(policy, batch, algorithm: dict):
+    """The update's loss and statistics for one mini-batch, with settings built from a trial config."""
+    from grpo.algorithm import AGGREGATION_WEIGHTS
+    from grpo.config import TrainerConfig
+    from grpo.distributed import ONE_PROCESS
+    from grpo.update import STAT_NAMES, UpdateSettings, _micro_loss, first_target
+
+    settings = UpdateSettings.of(TrainerConfig.model_validate({"algorithm": {"kl_coef": 0.0, **algorithm}}))
+    first = first_target(batch.loss_mask)
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(policy, batch.input_ids, batch.attention_mask, settings.temperature, first)
+    old = logprobs - 0.05 * batch.loss_mask  # the policy has moved up by 0.05 on its own tokens: ratio exp(0.05)
+    gap_mask = batch.loss_mask * torch.isfinite(batch.sampler_logprobs)
+    totals = (float(AGGREGATION_WEIGHTS[settings.loss_agg](batch.loss_mask)), float(batch.loss_mask.sum()), float(gap_mask.sum()))
+    loss, stats = _micro_loss(policy, batch, old, None, settings, ONE_PROCESS, first, totals)
+    return settings, loss, dict(zip(STAT_NAMES, stats.tolist())), logprobs, old
+
+
+@pytest.mark.parametrize("name", ["ppo_clip", "gspo", "cispo"])
+def test_algorithm_policy_loss_reaches_the_loss(tiny_base, chat, tasks, name):
+    """``algorithm.policy_loss`` and its epsilons, from a config, make the loss the update backpropagates."""
+    from grpo.algorithm import POLICY_LOSSES, loss_aggregation
+
+    policy = load_policy(tiny_base)
+    batch = _batch(chat, tasks[:2], [1.0, -1.0])
+    settings, loss, _, logprobs, old = _loss_of(policy, batch, {"policy_loss": name, "loss_agg": "seq-mean-token-mean"})
+    eps = {"ppo_clip": (0.2, 0.2), "gspo": (3e-4, 4e-4), "cispo": (None, 0.28)}[name]
+    assert (settings.policy_loss, settings.clip_low, settings.clip_high) == (name, *eps)
+    want = POLICY_LOSSES[name](logprobs, old, batch.advantages, batch.loss_mask, *eps).loss
+    assert loss.item() == pytest.approx(loss_aggregation("seq-mean-token-mean")(want, batch.loss_mask, 1).item(), rel=1e-5)
+    if name == "gspo":  # s = exp(0.05) = 1.0513 is past 1 + 4e-4: the A > 0 sequence is clipped at 1.0004, the A < 0 one is not
+        assert loss.item() == pytest.approx((-1.0004 + math.exp(0.05)) / 2, rel=1e-5)
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.parameters())
+
+
+def test_tis_cap_weights_each_token_and_is_reported(tiny_base, chat, tasks):
+    """With the sampler 1 nat below the policy on every own token, exp(1) = 2.718 > cap 2: every token is
+    truncated, weighs 2, and the token-mean loss doubles."""
+    policy = load_policy(tiny_base)
+    batch = _batch(chat, tasks[:2], [1.0, -1.0])
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(policy, batch.input_ids, batch.attention_mask, 1.0, 0)
+    own = batch.loss_mask == 1
+    batch.sampler_logprobs = torch.where(own, logprobs - 0.05 - 1.0, torch.full_like(logprobs, math.nan))
+    _, plain, plain_stats, _, _ = _loss_of(policy, batch, {})
+    _, weighted, stats, _, _ = _loss_of(policy, batch, {"tis_cap": 2.0})
+    assert weighted.item() == pytest.approx(2.0 * plain.item(), rel=1e-5)
+    assert stats["tis_weight_mean"] == pytest.approx(2.0) and stats["tis_truncated_frac"] == pytest.approx(1.0)
+    assert plain_stats["tis_weight_mean"] == pytest.approx(math.e, rel=1e-4) and plain_stats["tis_truncated_frac"] == 0.0  # off: measured only
+
+
+def test_tis_seq_mask_cap_drops_far_off_sequences(tiny_base, chat, tasks):
+    """Sequence 0's sampler is 1 nat below the policy (geometric ratio e > cap 2): no policy loss from it,
+    while it still counts in seq-mean-token-mean's denominator; sequence 1's sampler agrees."""
+    policy = load_policy(tiny_base)
+    batch = _batch(chat, tasks[:2], [1.0, 1.0])
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(policy, batch.input_ids, batch.attention_mask, 1.0, 0)
+    own = batch.loss_mask == 1
+    shift = torch.tensor([[1.0], [0.0]])
+    batch.sampler_logprobs = torch.where(own, logprobs - 0.05 - shift, torch.full_like(logprobs, math.nan))
+    algorithm = {"policy_loss": "cispo", "loss_agg": "seq-mean-token-mean"}
+    _, plain, _, _, _ = _loss_of(policy, batch, algorithm)
+    _, masked, stats, _, _ = _loss_of(policy, batch, {**algorithm, "tis_seq_mask_cap": 2.0})
+    only_second = batch.select(slice(1, 2))
+    _, second, _, _, _ = _loss_of(policy, only_second, algorithm)
+    assert masked.item() == pytest.approx(second.item() / 2, rel=1e-5) and masked.item() != pytest.approx(plain.item())
+    tokens = batch.loss_mask.sum(-1)
+    assert stats["tis_seq_masked_frac"] == pytest.approx(float(tokens[0] / tokens.sum()))
