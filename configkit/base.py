@@ -7,6 +7,7 @@ Leaves out: the config schemas themselves (``grpo.config``, ``sweep.config``).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -47,11 +48,21 @@ def read_text(path: str | Path, what: str = "file") -> str:
         raise ConfigError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at {exc.start}); save the {what} as UTF-8") from None
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader reading ``1e-3`` as the number it is (YAML 1.1 wants a dot: ``1.0e-3``; YAML
+    1.2 and every user's eye read both as floats), so ``lr: {grid: [1e-3, 1e-2]}`` sweeps numbers, not strings."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
 def parse_yaml(text: str, source: str) -> Any:
     """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
     (PyYAML keeps the last one, silently): ConfigError naming the key's dotted path and both lines."""
     try:
-        loader = yaml.SafeLoader(text)  # refuses control characters already
+        loader = _Loader(text)  # refuses control characters already
         loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
         try:
             node = loader.get_single_node()

@@ -46,3 +46,12 @@ def test_read_yaml_names_the_file_and_its_problem(tmp_path, content, named):
     with pytest.raises(ConfigError) as err:
         read_yaml(path)
     assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
+
+
+def test_exponent_floats_are_numbers():
+    """PyYAML (YAML 1.1) reads ``1e-3`` as a string: a swept LR would reach Tune, logs and plots as text."""
+    from configkit.base import parse_yaml
+
+    data = parse_yaml("lr: {grid: [1e-3, 3E-4, 5e2, 1.0e-3, 2]}\nquoted: '1e-3'\nname: 1e3x\n", "space.yaml")
+    assert data == {"lr": {"grid": [0.001, 0.0003, 500.0, 0.001, 2]}, "quoted": "1e-3", "name": "1e3x"}
+    assert all(type(v) is float for v in data["lr"]["grid"][:4])
