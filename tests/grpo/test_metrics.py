@@ -51,6 +51,16 @@ def test_reward_metrics_overall_and_per_env():
     assert m["reward/hotel/variance_per_prompt"] == pytest.approx(0.1875 / 2)
     assert m["reward/mail/pass_at_1"] == pytest.approx(0.5)
     assert m["reward/mail/variance_per_prompt"] == pytest.approx(0.25)
+    # groups: hotel 0 mixed, hotel 1 all correct (its env error left out), mail 2 mixed
+    assert (m["reward/frac_all_correct"], m["reward/frac_all_wrong"], m["reward/frac_mixed"]) == pytest.approx((1 / 3, 0, 2 / 3))
+    assert (m["reward/hotel/frac_all_correct"], m["reward/hotel/frac_mixed"], m["reward/mail/frac_mixed"]) == pytest.approx((0.5, 0.5, 1.0))
+
+
+def test_group_outcome_shares_by_hand():
+    from grpo.metrics import group_outcome_shares
+
+    assert group_outcome_shares([[1, 1], [0, 0, 0], [1, 0], [0.4, 0.6], [0.2]]) == pytest.approx((1 / 5, 2 / 5, 2 / 5))  # 0.5 passes
+    assert group_outcome_shares([]) == (0.0, 0.0, 0.0)
 
 
 def test_rollout_metrics():
