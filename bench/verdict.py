@@ -69,16 +69,20 @@ def truth_runs(results: Path) -> dict[str, Any]:
     from sweep.report.store import SweepStore
 
     sweep = load_sweep(SweepStore(str(results)))
-    runs, base = [], None
+    total = int(yaml.safe_load(TRUTH_SPACE.read_text())["trainer"]["total_steps"])
+    runs, base, unfinished = [], None, []
     for trial in sweep.trials:
         point, evals, _ = eval_points(trial)
         base = base or point
+        if not evals or evals[-1].step < total:  # a grid still running (or cut short) is judged on its finished runs only
+            unfinished.append(trial.trial_id)
+            continue
         ev = evidence(trial, "finished")
         runs.append({"trial": trial.trial_id, "lr": float(trial.config["optim.lr"]), "seed": int(trial.config["seed"]),
                      "evals": [_point(e) for e in evals], **{name: list(getattr(ev, name)) for name in CURVES},
                      "optimizer_steps": ev.optimizer_steps})
     assert base is not None, f"{results}: no base eval"
-    return {"base": _point(base), "runs": sorted(runs, key=lambda r: (r["lr"], r["seed"]))}
+    return {"base": _point(base), "runs": sorted(runs, key=lambda r: (r["lr"], r["seed"])), "unfinished": sorted(unfinished)}
 
 
 def _point(e: EvalPoint) -> dict[str, Any]:
