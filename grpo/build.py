@@ -1,7 +1,8 @@
 """The building room: what a trial trains with, made from its config once (the step loop is ``grpo.trainer``).
 
 ``build_models``: the chat format, the policy and its frozen reference (FSDP2-wrapped when there are
-several ranks or a GPU), the optimizer and the sampler (the policy itself with HF on one CPU process, an
+several ranks or a GPU; with ``model.lora`` the policy carries a peft adapter and the reference is that
+policy with the adapter off, ``grpo.lora``), the optimizer and the sampler (the policy itself with HF on one CPU process, an
 unsharded copy with HF on several ranks, or a vLLM engine). ``open_environments``: the environment
 backend the config names (``toolenvs.backend``), for the trial's env_keys. ``sweep forecast`` builds from here
 too, without the loop. Leaves out: stepping, evaluating and checkpointing (``grpo.trainer``).
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 import torch
 
 from configkit import environ
+from configkit.base import ConfigError
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, on_gpu, parallelize
+from grpo.lora import AdapterOff, base_of, trainable_parameters, with_adapter
 from grpo.policy import load_policy
 from grpo.rollout import Generator
 from grpo.rollout.hf import HFGenerator
@@ -33,7 +36,7 @@ class Models:
 
     chat: ChatFormat
     policy: torch.nn.Module
-    reference: torch.nn.Module | None
+    reference: torch.nn.Module | AdapterOff | None  # AdapterOff: the LoRA policy with its adapter switched off
     optimizer: torch.optim.Optimizer
     generator: Generator
     ranks: Ranks = ONE_PROCESS
@@ -42,14 +45,37 @@ class Models:
 def build_models(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks = ONE_PROCESS) -> Models:
     """Policy and reference, FSDP2-wrapped when there are several ranks or a GPU, an AdamW on the policy,
     and the generator that samples from it (refreshed after every update when it is not the policy itself)."""
+    check_lora_world(cfg, ranks)
     tokenizer, load, model_dir = policy_source(cfg, tasks, ranks)
     chat = ChatFormat(tokenizer)
     m = cfg.model
     bf16 = on_gpu() and m.dtype == "bfloat16"
-    policy = parallelize(load(True), ranks, bf16=bf16, activation_checkpointing=m.activation_checkpointing, cpu_offload=m.cpu_offload)
-    reference = parallelize(load(False), ranks, bf16=bf16, cpu_offload=m.cpu_offload) if cfg.algorithm.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    if m.lora is None:
+        policy = parallelize(load(True), ranks, bf16=bf16, activation_checkpointing=m.activation_checkpointing, cpu_offload=m.cpu_offload)
+        reference = parallelize(load(False), ranks, bf16=bf16, cpu_offload=m.cpu_offload) if cfg.algorithm.kl_coef > 0 else None
+    else:
+        policy, reference = lora_policy(cfg, load, ranks, bf16)
+    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     return Models(chat, policy, reference, optimizer, make_generator(cfg, chat, model_dir, policy, load, ranks), ranks)
+
+
+def lora_policy(cfg: TrainerConfig, load, ranks: Ranks, bf16: bool):
+    """The policy with a LoRA adapter (``model.lora``) and its reference, the same module with the adapter
+    off (None when kl_coef is 0): no second copy of the base. The adapter goes on before FSDP2, which
+    then wraps the base's layers, adapters inside (the one-GPU path; several ranks are refused, ``check_lora_world``)."""
+    m = cfg.model
+    policy = with_adapter(load(True), m.lora, cfg.seed)
+    parallelize(base_of(policy), ranks, bf16=bf16, activation_checkpointing=m.activation_checkpointing, cpu_offload=m.cpu_offload)
+    return policy, AdapterOff(policy) if cfg.algorithm.kl_coef > 0 else None
+
+
+def check_lora_world(cfg: TrainerConfig, ranks: Ranks) -> None:
+    """LoRA runs on one worker for now: sharded adapters, and the sampler's weight sync of them, are unverified."""
+    if cfg.model.lora is not None and ranks.sharded:
+        raise ConfigError(
+            f"model.lora with workers_per_trial {ranks.world} is not supported yet (sharded adapters are unverified): "
+            "run LoRA trials on one worker (resources.workers_per_trial: 1), or drop model.lora"
+        )
 
 
 def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy, load, ranks: Ranks) -> Generator:

@@ -1,5 +1,8 @@
 """Save and restore everything a trial needs to continue exactly: policy, optimizer, step, RNG, data position.
 
+Only the parameters that train are saved: all of them, or a LoRA policy's adapter (its frozen base is
+rebuilt from the config on resume, so a LoRA checkpoint is the adapter and its optimizer state).
+
 Tensors go through torch distributed checkpoint (``get_state_dict`` / ``dcp.save``), which is what the
 FSDP2 path will shard; the small rest (step, sampler position, RNG states) is a JSON and a torch file
 beside them. A checkpoint is written to ``global_step_{N}.tmp`` and renamed when complete, so a crash
@@ -50,7 +53,6 @@ def save_checkpoint(
     shards and its own RNG file, rank 0 the rest, the rename and the pruning. On a rank whose node does
     not share rank 0's disk, that rank renames its own part into place (Ray Train then merges the parts)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     root = Path(root)
     final = root / f"global_step_{state.step}"
@@ -59,7 +61,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
     barrier(ranks)
     tmp.mkdir(parents=True, exist_ok=True)
-    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    model_sd, optim_sd = trained_state_dict(policy, optimizer)
     with _single_process_ok():
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
     rng = {"torch": torch.get_rng_state(), "shuffle": shuffle.get_state(), "python": random.getstate()}
@@ -85,16 +87,16 @@ def rng_file(rank: int) -> str:
 def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generator, ranks: Ranks = ONE_PROCESS) -> TrainerState:
     """Restore policy, optimizer and RNG states in place; returns the step and sampler position."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import set_state_dict
 
     path = Path(path)
     if not (path / STATE_FILE).is_file():
         raise FileNotFoundError(f"{path}: not a grpo-sweep checkpoint (no {STATE_FILE})")
-    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    model_sd, optim_sd = trained_state_dict(policy, optimizer)
     loaded = {"model": model_sd, "optim": optim_sd}
     with _single_process_ok():
         dcp.load(loaded, checkpoint_id=str(path / "dcp"))
-    set_state_dict(policy, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
+    set_state_dict(policy, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"], options=trained_only(policy))
     meta = json.loads((path / STATE_FILE).read_text())
     if meta.get("world", 1) != ranks.world:
         raise ValueError(f"{path}: saved by {meta.get('world', 1)} workers, resumed with {ranks.world}; resume with the same number")
@@ -103,6 +105,30 @@ def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generato
     shuffle.set_state(rng["shuffle"])
     random.setstate(rng["python"])
     return TrainerState(step=meta["step"], sampler=meta["sampler"], evals=meta.get("evals", {}))
+
+
+def trained_only(policy):
+    """DCP options that leave out frozen parameters (a LoRA policy's base: the adapter alone is saved and
+    loaded; the base comes from where it was built). None, DCP's default, when every parameter trains."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    if all(p.requires_grad for p in policy.parameters()):
+        return None
+    return StateDictOptions(ignore_frozen_params=True, strict=False)
+
+
+def trained_state_dict(policy, optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy's and the optimizer's state dicts, without frozen parameters when there are any. The
+    key filter backs DCP's ``ignore_frozen_params``, which keeps the second name of a tied weight (a
+    frozen embedding shows again as ``lm_head.weight``)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    options = trained_only(policy)
+    model_sd, optim_sd = get_state_dict(policy, optimizer, options=options)
+    if options is not None:
+        frozen = {name for name, p in policy.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        model_sd = {key: value for key, value in model_sd.items() if key not in frozen}
+    return model_sd, optim_sd
 
 
 def prune(root: Path, keep_last: int) -> None:

@@ -28,6 +28,23 @@ class RopeScalingConfig(StrictModel):
         return int(self.factor * self.original_max_position_embeddings)
 
 
+LORA_DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")  # every linear layer of a Qwen2/Qwen3 decoder block
+
+
+class LoraConfig(StrictModel):
+    """A LoRA adapter (peft) on the policy: only the adapter trains, and the reference is the base with
+    the adapter switched off (no second model copy). One worker, HF rollouts only, for now."""
+
+    rank: int = Field(16, ge=1, description="Rank r of each adapter's A (r x in) and B (out x r) matrices.")
+    alpha: float = Field(32.0, gt=0, description="LoRA alpha: the adapter's update is scaled by alpha / rank.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input in training (0: none, so the update's forward is deterministic).")
+    target_modules: list[str] = Field(
+        default_factory=lambda: list(LORA_DEFAULT_TARGETS),
+        min_length=1,
+        description="Names of the linear layers that get an adapter (peft's target_modules: a module whose name ends with one of these). Default: every linear layer of a Qwen2-architecture decoder block, attention and MLP.",
+    )
+
+
 class ModelConfig(StrictModel):
     """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs), unless
     ``name_or_path`` names a pretrained Hugging Face model (``grpo.pretrained``), which replaces it."""
@@ -66,6 +83,9 @@ class ModelConfig(StrictModel):
     )
     activation_checkpointing: bool = Field(False, description="Recompute each decoder layer's activations in backward (less memory, ~30% more compute).")
     cpu_offload: bool = Field(False, description="Keep FSDP2 parameter shards, gradients and optimizer state in CPU memory (CUDA only).")
+    lora: LoraConfig | None = Field(
+        None, description="Train a LoRA adapter on the frozen policy instead of every weight (None: full fine-tuning); checkpoints then hold the adapter and its optimizer state only."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -232,6 +252,15 @@ class TrainerConfig(StrictModel):
     total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
     seed: int = Field(0, description="Seeds task order, sampling and initialisation.")
     torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads (None: torch's default).")
+
+    @model_validator(mode="after")
+    def _lora_samples_with_hf(self) -> TrainerConfig:
+        if self.model.lora is not None and self.rollout.backend != "hf":
+            raise ValueError(
+                f"model.lora with rollout.backend {self.rollout.backend!r} is not supported yet (the engine would sample the base, "
+                "not the adapter): set rollout.backend: hf, or drop model.lora"
+            )
+        return self
 
     @model_validator(mode="after")
     def _context_fits_rope_scaling(self) -> TrainerConfig:

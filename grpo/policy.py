@@ -73,9 +73,10 @@ def shared_prefix_logits(model, input_ids: torch.Tensor, attention_mask: torch.T
 
 
 def _sharded(model) -> bool:
+    """FSDP2 on the model or inside it (a peft LoRA policy wraps its sharded base)."""
     from torch.distributed.fsdp import FSDPModule
 
-    return isinstance(model, FSDPModule)
+    return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
 def _checkpointed(model) -> bool:

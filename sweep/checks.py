@@ -289,6 +289,12 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
             f"{source}: key 'trainer.model.cpu_offload' = true with workers_per_trial = {r.workers_per_trial}: offloaded shards would need "
             "collectives on CPU tensors, which the workers' NCCL group cannot run; set it false (or run one worker per trial)"
         )
+    lora = base.model.lora is not None or any(key.startswith("model.lora") for key in cfg.space)
+    if r.workers_per_trial > 1 and lora:
+        problems.append(
+            f"{source}: key 'trainer.model.lora' with workers_per_trial = {r.workers_per_trial}: LoRA trials run on one worker for now "
+            "(sharded adapters are unverified); set resources.workers_per_trial: 1, or drop trainer.model.lora"
+        )
     swept = cfg.space.get("rollout.backend")
     vllm = base.rollout.backend == "vllm" or (swept is not None and swept.contains("vllm"))
     if vllm and r.gpus_per_trial <= 0:

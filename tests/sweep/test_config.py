@@ -240,6 +240,10 @@ def test_trial_placement_on_gpus(tmp_path):
     _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 0.5, workers_per_trial: 2}\n", "which NCCL refuses")
     offload = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, model: {cpu_offload: true}}")
     _fails(tmp_path, offload + "resources: {gpus_per_trial: 1, workers_per_trial: 2}\n", "'trainer.model.cpu_offload' = true with workers_per_trial = 2")
+    lora = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, model: {lora: {rank: 4}}}")
+    _fails(tmp_path, lora + "resources: {workers_per_trial: 2}\n", "'trainer.model.lora' with workers_per_trial = 2", "workers_per_trial: 1")
+    _fails(tmp_path, GOOD + "  model.lora.rank: {choice: [4, 8]}\nresources: {workers_per_trial: 2}\n", "'trainer.model.lora' with workers_per_trial")
+    assert _load(tmp_path, lora).trainer.model.lora.rank == 4
 
 
 def test_a_saved_config_reloads_to_the_same(tmp_path):
