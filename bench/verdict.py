@@ -125,12 +125,28 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def make_truth(results: Path | None) -> None:
-    if results is None:
-        results = Path(tempfile.mkdtemp(prefix="verdict-truth-"))
-        _sweep(["run", str(TRUTH_SPACE), "--storage", str(results), "--fresh"], _env())
-        results = results / "verdict_truth"
-    data = truth_runs(results)
+def merged_runs(folders: list[Path]) -> dict[str, Any]:
+    """The grid's runs from one or more sweeps of it (a run cut short, re-run in a sweep of its own): the
+    same base eval in each (same base, split and dice), a setting and seed taken from the first that ran it."""
+    parts = [truth_runs(folder) for folder in folders]
+    bases = {json.dumps(p["base"], sort_keys=True) for p in parts}
+    if len(bases) > 1:
+        raise SystemExit(f"{', '.join(map(str, folders))}: their base evals differ, so their runs cannot be judged together")
+    runs: dict[tuple[float, int], dict[str, Any]] = {}
+    for part in parts:
+        for run in part["runs"]:
+            runs.setdefault((run["lr"], run["seed"]), run)
+    done = {(r["lr"], r["seed"]) for r in runs.values()}
+    unfinished = sorted({t for p in parts for t in p["unfinished"]} - {r["trial"] for r in runs.values()})
+    return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in folders]}
+
+
+def make_truth(results: list[Path] | None) -> None:
+    if not results:
+        folder = Path(tempfile.mkdtemp(prefix="verdict-truth-"))
+        _sweep(["run", str(TRUTH_SPACE), "--storage", str(folder), "--fresh"], _env())
+        results = [folder / "verdict_truth"]
+    data = merged_runs(results)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     data = {"space": str(TRUTH_SPACE.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"), "commit": commit, **data, "truth": truth_table(data)}
     TRUTH_DATA.parent.mkdir(parents=True, exist_ok=True)
@@ -200,7 +216,8 @@ def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", nargs="?", choices=["bench", "truth"], default="bench")
-    parser.add_argument("--results", type=Path, help="truth: an existing run of bench/verdict_truth.yaml ({storage}/verdict_truth) to read")
+    parser.add_argument("--results", type=Path, nargs="+",
+                        help="truth: existing runs of bench/verdict_truth.yaml ({storage}/verdict_truth) to read; later folders fill runs the first lacks")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="searcher seeds (one sweep each)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
