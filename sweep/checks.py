@@ -33,10 +33,10 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if "trainer" in dropped:
         return storage
     base = cfg.trainer
-    tasks_problem = task_problem(base, source)
-    if tasks_problem:
+    tasks, tasks_problem = trial_tasks_or_problem(base, source)
+    if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
-    problems = [*storage, *backend_problems(base, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
+    problems = [*storage, *backend_problems(base, tasks, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:
@@ -131,35 +131,34 @@ def _describe(when: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {c.describe()}" for k, c in (when or {}).items())
 
 
-def task_problem(base: TrainerConfig, source: str, section: str = "trainer") -> str | None:
-    """The base trainer's training and held-out tasks load and are not empty, or why not (its keys are
-    named within ``section``, the trainer's place in the file)."""
+def trial_tasks_or_problem(base: TrainerConfig, source: str, section: str = "trainer") -> tuple[Any, str | None]:
+    """The base trainer's (training, held-out) tasks, loaded once for every check that reads them, or None
+    and why they do not load or are empty (its keys named within ``section``, the trainer's place in the file)."""
     from grpo.data import trial_tasks
 
     where = f"{source}: in {section}:" if section else f"{source}:"
     try:
-        trial_tasks(base)
+        return trial_tasks(base), None
     except ConfigError as exc:
-        return f"{where} {exc}"
+        return None, f"{where} {exc}"
     except ValueError as exc:
-        return f"{where} the tasks: {exc}"
-    return None
+        return None, f"{where} the tasks: {exc}"
 
 
 def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     """A trainer YAML's checks (``sweep train``, ``forecast``): its tasks load, and its backend can run them."""
-    tasks_problem = task_problem(base, source, section="")
-    return [tasks_problem] if tasks_problem else list(backend_problems(base, source, prefix=""))
+    tasks, tasks_problem = trial_tasks_or_problem(base, source, section="")
+    return [tasks_problem] if tasks is None else list(backend_problems(base, tasks, source, prefix=""))
 
 
-def backend_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") -> Iterator[str]:
-    """The environment backend can run every task (they load), and has what it needs (Fleet: key, SDK, OpenEnv)."""
-    from grpo.data import trial_tasks
+def backend_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> Iterator[str]:
+    """The environment backend can run every task (``tasks``: the trainer's training and held-out ones), and
+    has what it needs (Fleet: key, SDK, OpenEnv)."""
     from toolenvs.backend import task_problems
     from toolenvs.local import APPS as local_apps
 
     backend = base.env.backend
-    train, held_out = trial_tasks(base)
+    train, held_out = tasks
     problems = task_problems(backend, train + held_out)
     hosted = sorted({t.env_key for t in train} - set(local_apps))
     if base.model.name_or_path is None and base.model.warmstart_steps > 0 and hosted:

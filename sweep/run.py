@@ -112,16 +112,12 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
 def write_report(store: Storage, name: str) -> Report | None:
     """The sweep's report (``sweep report``'s), written where that command writes it; returned for the loggers'
     end-of-sweep summaries. The sweep's results stand whatever happens here, so a failure is said, not raised."""
-    from sweep.report import default_out
-    from sweep.report.build import build_report
-    from sweep.report.render import write_report as render
+    from sweep.report import build_and_write, default_out
     from sweep.resume import experiment_uri
 
     uri = experiment_uri(store.uri, name)
-    out = default_out(uri)
     try:
-        report = build_report(uri, out)
-        _, page, _ = render(report, out)
+        report, page, _ = build_and_write(uri, default_out(uri))
     except Exception as exc:  # noqa: BLE001 - the results are stored; say how to retry
         print(f"warning: the report could not be written ({type(exc).__name__}: {exc}); retry with `python -m sweep report {uri}`")
         return None

@@ -110,13 +110,10 @@ class InstanceSlots:
     async def release(self, lease: None) -> None:
         self._semaphore().release()
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        await self.acquire()
-        try:
-            yield
-        finally:
-            await self.release(None)
+    def slot(self) -> Any:
+        from toolenvs.fleet_slots import held
+
+        return held(self)
 
 
 class FleetClient:

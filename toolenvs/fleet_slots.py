@@ -97,10 +97,15 @@ class RaySlots:
     async def release(self, lease: str) -> None:
         await self.actor.release.remote(lease)
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        lease = await self.acquire()
-        try:
-            yield
-        finally:
-            await self.release(lease)
+    def slot(self) -> Any:
+        return held(self)
+
+
+@asynccontextmanager
+async def held(slots: Any) -> AsyncIterator[None]:
+    """One of ``slots`` (``RaySlots`` or ``toolenvs.fleet.InstanceSlots``: ``acquire``, ``release``) while the block runs."""
+    lease = await slots.acquire()
+    try:
+        yield
+    finally:
+        await slots.release(lease)

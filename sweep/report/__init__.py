@@ -9,6 +9,7 @@ Leaves out live sweeps' partial files beyond what is on disk, and writing the re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sweep.verdict.thresholds import Thresholds
 
@@ -22,11 +23,17 @@ def default_out(uri: str) -> Path:
 
 def make_report(uri: str, out: Path | None = None, thresholds: Thresholds | None = None, min_complete: int | None = None) -> tuple[Path, str]:
     """Build and write the report; returns its directory and the Markdown summary."""
+    out = out or default_out(uri)
+    _, _, markdown = build_and_write(uri, out, thresholds, min_complete)
+    return out, markdown
+
+
+def build_and_write(uri: str, out: Path, thresholds: Thresholds | None = None, min_complete: int | None = None) -> tuple[Any, Path, str]:
+    """The report built and written to ``out``: (the report, its index.html, the Markdown summary)."""
     from sweep.report.build import build_report
     from sweep.report.importance import MIN_COMPLETE
     from sweep.report.render import write_report
 
-    out = out or default_out(uri)
     rep = build_report(uri, out, thresholds, min_complete or MIN_COMPLETE)
-    _, _, markdown = write_report(rep, out)
-    return out, markdown
+    _, page, markdown = write_report(rep, out)
+    return rep, page, markdown

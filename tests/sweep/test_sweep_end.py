@@ -70,7 +70,7 @@ def test_run_ends_with_the_report_and_says_where(finished, capsys, monkeypatch):
     page = Path(store.path(NAME, "report", "index.html"))
     assert page.is_file() and "fixture_sweep" in page.read_text()
 
-    def broken(uri, out):
+    def broken(uri, out, *settings):
         raise OSError("disk full")
 
     monkeypatch.setattr("sweep.report.build.build_report", broken)
