@@ -227,6 +227,9 @@ class EvalConfig(StrictModel):
     max_tasks_per_env: int | None = Field(None, ge=1, description="Cap on held-out tasks of each env_key (so one big env does not fill the eval).")
     n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
     score_window: int = Field(2, ge=1, description="eval/score: the mean of the last this-many evals' pass@1 minus the base policy's (the sweep ranks by it).")
+    max_base_env_errors: float = Field(
+        0.05, ge=0, le=1, description="A sweep refuses to start when more than this share of its base eval's episodes were environment errors (they are left out, long episodes most, so the base pass@1 every gain is measured from would lean)."
+    )
 
 
 class CheckpointConfig(StrictModel):

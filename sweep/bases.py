@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from configkit.base import apply_overrides, dotted_keys, validate
+from configkit.base import ConfigError, apply_overrides, dotted_keys, validate
 from grpo.config import TrainerConfig
 from grpo.warmstart import RECIPE_MODEL_FIELDS
 from sweep.config import Choice, Fixed, SweepConfig
@@ -137,13 +137,20 @@ def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
 
 
 def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, which: str = "") -> None:
-    """The base policy's held-out eval, once per sweep and base (kept from an earlier start of this sweep)."""
-    from grpo.data import trial_tasks
-
+    """The base policy's held-out eval, once per sweep and base (kept from an earlier start of this sweep);
+    refused when too many of its episodes failed in the environment."""
     key = eval_key(trainer)
     if store.exists(cfg.name, "base_evals", key, BASE_EVAL_FILE):
         print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key)} (made before: kept)", flush=True)
-        return
+    else:
+        _make_base_eval(cfg, store, trainer, which)
+    refuse_biased_base_eval(store, cfg.name, trainer)
+
+
+def _make_base_eval(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, which: str) -> None:
+    from grpo.data import trial_tasks
+
+    key = eval_key(trainer)
     episodes = len(trial_tasks(trainer)[1]) * trainer.eval.n_samples
     print(f"evaluating the base policy{which} once for every trial ({episodes} held-out episodes)...", flush=True)
     config = trainer.model_copy(update={"torch_threads": None}).model_dump_json()
@@ -153,6 +160,27 @@ def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, whic
     with tempfile.TemporaryDirectory(prefix="grpo-base-eval-") as local:
         subprocess.run([sys.executable, "-m", "grpo.evaluation", config, local], check=True)
         store.upload(local, cfg.name, "base_evals", key)
+
+
+def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> None:
+    """Every trial's gain is measured from the base eval, and the episodes that failed in the environment are
+    left out of it: the long, multi-call ones fail that way most, so a base eval with many of them reads
+    low and flatters every trial. Above ``eval.max_base_env_errors`` the sweep does not start, and the base
+    eval is deleted so the next start makes a new one."""
+    line = shared_base_eval(store, experiment, trainer)
+    share, limit = float((line or {}).get("eval/env_error_frac", 0.0)), trainer.eval.max_base_env_errors
+    if share <= limit:
+        return
+    key = eval_key(trainer)
+    where = store.display(experiment, "base_evals", key)
+    store.delete_dir(experiment, "base_evals", key)
+    raise ConfigError(
+        f"{where}: {share:.1%} of the base eval's held-out episodes failed in the environment, above "
+        f"eval.max_base_env_errors={limit:g}: the base pass@1 every trial's gain is measured from would lean low. "
+        "Find the cause (the base eval's log above names the first error; a loaded machine times out local servers), "
+        "then start again: the base eval is made anew (it was deleted). Raise eval.max_base_env_errors only for "
+        "environments that fail this often by nature"
+    )
 
 
 def shared_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> dict[str, Any] | None:

@@ -72,3 +72,29 @@ def test_a_base_eval_line_is_shared_as_step_zero(tmp_path):
     assert metrics == {"eval/avg_pass_at_1": 0.25, "eval/hotel/pass_at_1": 0.25}
     written = json.loads((tmp_path / "aggregated_results.jsonl").read_text())
     assert written == {**line, "shared": True}
+
+
+@pytest.mark.parametrize("share", [0.03, 0.21])
+def test_a_base_eval_with_too_many_environment_errors_stops_the_start(tmp_path, share, capsys):
+    """A base eval left by an earlier start (a loaded machine: 21% of its episodes timed out) is refused
+    above eval.max_base_env_errors and deleted, so the next start makes a new one; below it, kept."""
+    from sweep.bases import BASE_EVAL_FILE, evaluate_base
+    from sweep.storage import open_storage
+
+    cfg = load_space(_space(tmp_path, {"optim.lr": {"grid": [1e-4]}}), {"storage": str(tmp_path / "results")})
+    store = open_storage(cfg.storage)
+    key = eval_key(cfg.trainer)
+    store.write_text(json.dumps({"global_step": 0, "eval/avg_pass_at_1": 0.196, "eval/env_error_frac": share}) + "\n",
+                     cfg.name, "base_evals", key, BASE_EVAL_FILE)
+    if share < cfg.trainer.eval.max_base_env_errors:
+        evaluate_base(cfg, store, cfg.trainer)
+        assert store.exists(cfg.name, "base_evals", key, BASE_EVAL_FILE)
+        return
+    with pytest.raises(ConfigError, match=r"21\.0% of the base eval's held-out episodes failed in the environment, above eval.max_base_env_errors=0.05"):
+        evaluate_base(cfg, store, cfg.trainer)
+    assert not store.exists(cfg.name, "base_evals", key)
+    raised = load_space(_space(tmp_path, {"optim.lr": {"grid": [1e-4]}}, eval={**cfg.trainer.eval.model_dump(), "max_base_env_errors": 0.25}),
+                        {"storage": str(tmp_path / "results")})
+    store.write_text(json.dumps({"eval/env_error_frac": share}) + "\n", cfg.name, "base_evals", key, BASE_EVAL_FILE)
+    evaluate_base(raised, store, raised.trainer)  # an environment that fails this often by nature: the user says so
+    assert eval_key(raised.trainer) == key  # the limit is not part of what the base eval depends on
