@@ -169,37 +169,40 @@ def read_tasks(path: str | Path) -> tuple[list[tuple[str, Task]], list[str]]:
         records, problems = _records(path)
     except ConfigError as exc:
         return [], [str(exc)]
-    found: list[tuple[str, Task]] = []
-    first: dict[str, str] = {}
+    parsed: list[tuple[str, Task]] = []
     for source, record in records:
         try:
-            task = parse_task(record, source)
+            parsed.append((source, parse_task(record, source)))
         except ConfigError as exc:
             problems.append(str(exc))
-            continue
-        if task.task_key in first:
-            problems.append(f"{source}: key 'task_key' = {task.task_key!r} appears twice (first at {first[task.task_key]})")
-            continue
-        first[task.task_key] = source
-        found.append((source, task))
-    return found, problems
+    found, repeated = _first_of_each_key(parsed, "appears twice (first at {first})")
+    return found, problems + repeated
 
 
 def read_task_files(paths: list[str | Path]) -> tuple[list[tuple[str, Task]], list[str]]:
     """``read_tasks`` of several files; a task_key in two files is a problem naming both."""
     found: list[tuple[str, Task]] = []
     problems: list[str] = []
-    where: dict[str, Path] = {}
-    for path in map(Path, paths):
+    for path in paths:
         tasks, bad = read_tasks(path)
+        found += tasks
         problems += bad
-        for source, task in tasks:
-            if task.task_key in where:
-                problems.append(f"{path}: key 'task_key' = {task.task_key!r} is also in {where[task.task_key]}")
-                continue
-            where[task.task_key] = path
-            found.append((source, task))
-    return found, problems
+    found, repeated = _first_of_each_key(found, "is also in {first}")
+    return found, problems + repeated
+
+
+def _first_of_each_key(tasks: list[tuple[str, Task]], again: str) -> tuple[list[tuple[str, Task]], list[str]]:
+    """The first task of each task_key; each later one is a problem (``again`` says where the first is)."""
+    first: dict[str, str] = {}
+    kept: list[tuple[str, Task]] = []
+    problems: list[str] = []
+    for source, task in tasks:
+        if task.task_key in first:
+            problems.append(f"{source}: key 'task_key' = {task.task_key!r} " + again.format(first=first[task.task_key]))
+            continue
+        first[task.task_key] = source
+        kept.append((source, task))
+    return kept, problems
 
 
 def refuse(problems: list[str]) -> None:

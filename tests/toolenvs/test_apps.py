@@ -323,7 +323,7 @@ def test_a_task_key_in_two_files_names_both(tmp_path):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(line + "\n")
     second.write_text(line + "\n")
-    with pytest.raises(ConfigError, match=f"{second}: key 'task_key' = .* is also in {first}"):
+    with pytest.raises(ConfigError, match=f"{second}:1: key 'task_key' = .* is also in {first}:1"):
         load_task_files([first, second])
 
 

@@ -175,14 +175,14 @@ def test_every_tool_parameter_of_every_app_is_described():
     import inspect
 
     from toolenvs.local import APPS
-    from toolenvs.local.server import argument_checks
+    from toolenvs.local.server import argument_checks, tool_signatures
 
     for key in APPS:
         app = get_app(key)
         for name, fn in app.TOOLS.items():
             params = list(inspect.signature(fn).parameters)[1:]
             assert all(app.PARAMETERS.get(p) for p in params), (key, name, [p for p in params if p not in app.PARAMETERS])
-            assert list(argument_checks(app)[name].model_fields) == params
+            assert list(argument_checks(tool_signatures(app))[name].model_fields) == params
         assert set(app.PARAMETERS) == {p for fn in app.TOOLS.values() for p in list(inspect.signature(fn).parameters)[1:]}, key
 
 

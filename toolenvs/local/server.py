@@ -33,12 +33,21 @@ EPISODE_HEADER = "x-episode-id"
 KEEP_ALIVE_S = 900  # longer than any pause of a trial between two requests on one connection
 
 
-def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any) -> Any:
+def tool_signatures(app: ModuleType) -> dict[str, inspect.Signature]:
+    """Each tool's signature, read once: the tool's schema and the strict check of its arguments both come from it."""
+    return {name: inspect.signature(fn, eval_str=True) for name, fn in app.TOOLS.items()}
+
+
+def arguments_of(signature: inspect.Signature) -> list[inspect.Parameter]:
+    """A tool's arguments: its parameters after the episode state."""
+    return list(signature.parameters.values())[1:]
+
+
+def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any, signature: inspect.Signature) -> Any:
     """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
     from toolenvs.mcpcompat import Context, ToolError, error_result, request_headers
 
-    signature = inspect.signature(fn, eval_str=True)
-    params = list(signature.parameters.values())[1:]
+    params = arguments_of(signature)
 
     @functools.wraps(fn)
     async def tool(*args: Any, **kwargs: Any) -> Any:
@@ -74,15 +83,14 @@ def _described(app: ModuleType, tool: str, param: inspect.Parameter) -> Any:
     return Annotated[param.annotation, Field(description=description)]
 
 
-def argument_checks(app: ModuleType) -> dict[str, Any]:
+def argument_checks(signatures: dict[str, inspect.Signature]) -> dict[str, Any]:
     """Per tool, a strict model of its arguments: JSON types as declared (no ``"5"`` for an integer, no
     ``true`` for a number), every required one present, none unknown. The SDK's own validation coerces."""
     from pydantic import ConfigDict, create_model
 
     checks = {}
-    for name, fn in app.TOOLS.items():
-        params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
-        fields: dict[str, Any] = {p.name: (p.annotation, ... if p.default is p.empty else p.default) for p in params}
+    for name, signature in signatures.items():
+        fields: dict[str, Any] = {p.name: (p.annotation, ... if p.default is p.empty else p.default) for p in arguments_of(signature)}
         checks[name] = create_model(f"{name}_arguments", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
     return checks
 
@@ -117,9 +125,10 @@ def build_app(app: ModuleType):
 
     episodes: dict[str, dict[str, Any]] = {}
     peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
-    server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1", check=_checker(app))
+    signatures = tool_signatures(app)
+    server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1", check=_checker(signatures))
     for name, fn in app.TOOLS.items():
-        server.add_tool(_episode_tool(app, episodes, fn), name=name, structured_output=False)
+        server.add_tool(_episode_tool(app, episodes, fn, signatures[name]), name=name, structured_output=False)
 
     @server.custom_route("/episodes", methods=["POST"])
     async def seed(request: Request) -> Response:
@@ -177,11 +186,11 @@ def _bad_seed(status: int, message: str) -> Any:
     return JSONResponse({"error": f"POST /episodes: {message}"}, status_code=status)
 
 
-def _checker(app: ModuleType) -> Any:
+def _checker(signatures: dict[str, inspect.Signature]) -> Any:
     """The server's check of a call's raw arguments: an error result the agent reads (invalid_argument), or None."""
     from toolenvs.mcpcompat import error_result
 
-    models = argument_checks(app)
+    models = argument_checks(signatures)
 
     def check(tool: str, arguments: dict[str, Any]) -> Any:
         if tool not in models:
