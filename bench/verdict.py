@@ -2,6 +2,7 @@
 
     python bench/verdict.py truth [--results DIR]   # the ground-truth grid (bench/verdict_truth.yaml, ~2.5 h on 2 cores) -> bench/data/verdict_truth.json
     python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
+    python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged together
 
 The truth: the learning space's recipe, base and held-out split; eight learning rates from too low to too
 high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``). For every
@@ -14,6 +15,8 @@ The sweep: the demo's space (``sweep/search_spaces/demo_cpu.yaml``) with KL and 
 (0.1 and 8), so a trial's setting is its learning rate: each trial is matched to the truth setting
 nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON line:
 ``top1_in_truth_top`` (share of searcher seeds whose #1 is in the truth's top set; target >= 0.9),
+``top1_learns`` (share of seeds whose #1 the sweep itself labels "learns": held-out pass@1 above the base
+outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
 whose truth is "learns"; target 0), ``verdict_agreement`` (share of judged trials whose verdict is their
 setting's truth label; target >= 0.9). Not a CI test.
@@ -185,14 +188,12 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     agree = [r["verdict"] == s["label"] for r, s in matched]
-    return {"top1_lr": first, "top1_in_top": first in top, "collapsed_above_learner": collapsed, "agree": agree,
+    return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None, "collapsed_above_learner": collapsed, "agree": agree,
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
 def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
-    if not TRUTH_DATA.is_file():
-        raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
-    truth = json.loads(TRUTH_DATA.read_text())["truth"]
+    truth = _truth()
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     space = bench_space(folder, steps)
@@ -204,26 +205,55 @@ def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
         result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
+    print(json.dumps(summarize(per_seed, steps, truth, [folder])))
+
+
+def judge_kept(folders: list[Path]) -> None:
+    """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again together."""
+    truth = _truth()
+    per_seed, steps = [], 0
+    for folder in folders:
+        for board in sorted(folder.glob("s*/demo_cpu/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
+            rows = json.loads(board.read_text())
+            steps = max([steps, *(int(r.get("steps", 0)) for r in rows)])
+            result = {"seed": int(board.parts[-3][1:]), **judge_seed(rows, truth)}
+            per_seed.append(result)
+            print(json.dumps(result))
+    if not per_seed:
+        raise SystemExit(f"no bench sweeps (s<seed>/demo_cpu/leaderboard.json) under {', '.join(map(str, folders))}")
+    print(json.dumps(summarize(per_seed, steps, truth, folders)))
+
+
+def _truth() -> dict[str, Any]:
+    if not TRUTH_DATA.is_file():
+        raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
+    return json.loads(TRUTH_DATA.read_text())["truth"]
+
+
+def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path]) -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
-    summary = {"bench": "verdict", "seeds": seeds, "steps": steps,
-               "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
-               "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
-               "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
-               "truth_top_share": {h: t["top_share"] for h, t in truth.items()}, "results": str(folder)}
-    print(json.dumps(summary))
+    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps,
+            "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
+            "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
+            "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
+            "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
+            "truth_top_share": {h: t["top_share"] for h, t in truth.items()}, "results": ", ".join(map(str, folders))}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", nargs="?", choices=["bench", "truth"], default="bench")
+    parser.add_argument("mode", nargs="?", choices=["bench", "truth", "judge"], default="bench")
     parser.add_argument("--results", type=Path, nargs="+",
-                        help="truth: existing runs of bench/verdict_truth.yaml ({storage}/verdict_truth) to read; later folders fill runs the first lacks")
+                        help="truth: existing runs of bench/verdict_truth.yaml ({storage}/verdict_truth) to read; later folders fill runs the first lacks; "
+                             "judge: --keep folders of earlier bench runs, judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="searcher seeds (one sweep each)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
     args = parser.parse_args()
     if args.mode == "truth":
         make_truth(args.results)
+    elif args.mode == "judge":
+        judge_kept(args.results or [])
     else:
         run_bench(args.seeds, args.steps, args.keep)
     return 0
