@@ -19,7 +19,9 @@ nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON li
 outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
 whose truth is "learns"; target 0), ``verdict_agreement`` (share of judged trials whose verdict is their
-setting's truth label; target >= 0.9). Not a CI test.
+setting's truth label; target >= 0.9), and the last two again with each trial judged by either grid
+setting around its LR (``_bracketed``: the grid is a factor ~3 apart, and between a learner and a flat
+setting the truth is unknown). Not a CI test.
 """
 
 from __future__ import annotations
@@ -181,14 +183,30 @@ def bench_space(folder: Path, steps: int) -> Path:
     return path
 
 
+def bracket(lr: float, settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The truth settings either side of ``lr`` on the grid (one at either end): the truth says nothing between them."""
+    ordered = sorted(settings, key=lambda s: s["lr"])
+    below = [s for s in ordered if s["lr"] <= lr]
+    above = [s for s in ordered if s["lr"] >= lr]
+    return [x for x in (below[-1] if below else None, above[0] if above else None) if x is not None]
+
+
 def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, Any]:
+    """One sweep against the truth, twice: each trial as its nearest grid setting (strict), and as either
+    grid setting around its LR (bracketed: a trial at 1.9e-4 between a learner at 1e-4 and a flat 3e-4
+    agrees with either label, since the grid cannot say which holds there)."""
     judged = [r for r in rows if r.get("gain") is not None]
-    matched = [(r, nearest(float(r["config"]["optim.lr"]), truth[horizon_of(int(r.get("steps", 0)))]["settings"])) for r in judged]
+    settings = [(r, truth[horizon_of(int(r.get("steps", 0)))]["settings"]) for r in judged]
+    matched = [(r, nearest(float(r["config"]["optim.lr"]), s)) for r, s in settings]
+    around = [bracket(float(r["config"]["optim.lr"]), s) for r, s in settings]
     top = truth[horizon_of(max(int(r.get("steps", 0)) for r in rows))]["top"]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     agree = [r["verdict"] == s["label"] for r, s in matched]
-    return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None, "collapsed_above_learner": collapsed, "agree": agree,
+    agree_bracketed = [any(r["verdict"] == s["label"] for s in b) for (r, _), b in zip(matched, around)]
+    return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
+            "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
+            "collapsed_above_learner": collapsed, "agree": agree, "agree_bracketed": agree_bracketed,
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
@@ -232,11 +250,14 @@ def _truth() -> dict[str, Any]:
 
 def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path]) -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
+    bracketed = [a for r in per_seed for a in r["agree_bracketed"]]
     return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
+            "top1_in_truth_top_bracketed": round(sum(r["top1_in_top_bracketed"] for r in per_seed) / len(per_seed), 3),
+            "verdict_agreement_bracketed": round(sum(bracketed) / len(bracketed), 3) if bracketed else None,
             "truth_top_share": {h: t["top_share"] for h, t in truth.items()}, "results": ", ".join(map(str, folders))}
 
 
