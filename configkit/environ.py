@@ -60,6 +60,10 @@ GRPO_SWEEP_CACHE = Variable("GRPO_SWEEP_CACHE", "where built base policies are k
                             "by sweep run, since trials run in their own directories and inherit it")
 GRPO_ENV_TRACING = Variable("GRPO_ENV_TRACING", "1 keeps the MCP SDK's OpenTelemetry span per tool call in local env servers (off: it costs CPU and nothing exports it)")
 GRPO_SWEEP_SLACK_WEBHOOK = Variable("GRPO_SWEEP_SLACK_WEBHOOK", "the sweep notifier's webhook URL: a secret, so never in a space file", secret=True)
+GRPO_SWEEP_DASHBOARD = Variable("GRPO_SWEEP_DASHBOARD", "0 keeps Ray's dashboard off in sweep run/resume/confirm, as --no-dashboard "
+                                "does: the tests set it (each dashboard costs seconds to start, and its agents can outlive a killed driver)")
+GRPO_SWEEP_LIVE_TOKEN = Variable("GRPO_SWEEP_LIVE_TOKEN", "the live sweep page's access token, needed to bind it to an address other "
+                                 "than loopback; clients from elsewhere must present it (a secret: never in a space file)", secret=True)
 FLEET_API_KEY = Variable("FLEET_API_KEY", "hosted Fleet environments; passed to OpenEnv's FleetTaskEnv and nowhere else", secret=True)
 FLEET_BASE_URL = Variable("FLEET_BASE_URL", "Fleet's API address, read by the fleet-python SDK (default Fleet's own; the tests' fake service on 127.0.0.1)")
 OPENENV_PATH = Variable("OPENENV_PATH", "OpenEnv's src folder (holding envs/fleet_env) for the fleet backend, when OpenEnv is not installed")

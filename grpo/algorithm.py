@@ -57,6 +57,18 @@ def advantages_by_group(
     return group_advantages(table, mask, std_eps, normalize_std, std_floor)[row, column]
 
 
+def signal_by_group(rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Whether each sample's group carries signal: two of its valid samples have different rewards (its
+    reward variance is not 0, so its advantages are not all 0). rewards, group_ids, valid: ``(B,)``, any
+    order; invalid samples (environment errors) take no part, so a group with fewer than two valid samples
+    has none. Returns ``(B,)`` bool."""
+    ids, row = torch.unique(group_ids, return_inverse=True)
+    inf = torch.tensor(float("inf"), dtype=rewards.dtype)
+    highest = torch.full((len(ids),), -inf, dtype=rewards.dtype).scatter_reduce(0, row, torch.where(valid, rewards, -inf), "amax")
+    lowest = torch.full((len(ids),), inf, dtype=rewards.dtype).scatter_reduce(0, row, torch.where(valid, rewards, inf), "amin")
+    return (highest > lowest)[row]
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` where ``mask`` is 1 (any shape); 0 when the mask is empty."""
     mask_f = mask.to(values.dtype)

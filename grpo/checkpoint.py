@@ -1,7 +1,9 @@
 """Save and restore everything a trial needs to continue exactly: policy, optimizer, step, RNG, data position.
 
 Only the parameters that train are saved: all of them, or a LoRA policy's adapter (its frozen base is
-rebuilt from the config on resume, so a LoRA checkpoint is the adapter and its optimizer state).
+rebuilt from the config on resume, so a LoRA checkpoint is the adapter and its optimizer state). A packed
+trial's adapter (``grpo.pack``: one named adapter of several on a shared base, the active one) is saved under
+peft's lone-adapter name, so its checkpoint resumes alone or in any pack.
 
 Tensors go through torch distributed checkpoint (``get_state_dict`` / ``dcp.save``), which is what the
 FSDP2 path will shard; the small rest (step, sampler position, RNG states) is a JSON and a torch file
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ from grpo.distributed import ONE_PROCESS, Ranks, barrier
 
 STATE_FILE = "trainer_state.json"
 RNG_FILE = "rng.pt"
+SAVED_ADAPTER = "default"  # peft's name for a lone adapter; a packed trial's is saved under it
 
 
 @dataclass
@@ -96,7 +100,10 @@ def load_checkpoint(path: str | Path, policy, optimizer, shuffle: torch.Generato
     loaded = {"model": model_sd, "optim": optim_sd}
     with _single_process_ok():
         dcp.load(loaded, checkpoint_id=str(path / "dcp"))
-    set_state_dict(policy, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"], options=trained_only(policy))
+    model_sd, optim_sd = loaded["model"], loaded["optim"]
+    if packed_adapter(policy):
+        model_sd, optim_sd = renamed_adapter(model_sd, optim_sd, SAVED_ADAPTER, packed_adapter(policy))
+    set_state_dict(policy, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=trained_only(policy))
     meta = json.loads((path / STATE_FILE).read_text())
     if meta.get("world", 1) != ranks.world:
         raise ValueError(f"{path}: saved by {meta.get('world', 1)} workers, resumed with {ranks.world}; resume with the same number")
@@ -128,7 +135,28 @@ def trained_state_dict(policy, optimizer) -> tuple[dict[str, Any], dict[str, Any
     if options is not None:
         frozen = {name for name, p in policy.named_parameters(remove_duplicate=False) if not p.requires_grad}
         model_sd = {key: value for key, value in model_sd.items() if key not in frozen}
-    return model_sd, optim_sd
+    adapter = packed_adapter(policy)
+    return renamed_adapter(model_sd, optim_sd, adapter, SAVED_ADAPTER) if adapter else (model_sd, optim_sd)
+
+
+def packed_adapter(policy) -> str | None:
+    """The active adapter's name when it is not peft's lone ``default`` (a packed trial's, ``grpo.pack``), else None."""
+    name = getattr(policy, "active_adapter", None)  # a PeftModel's property (a plain HF model has a method of that name)
+    return name if isinstance(name, str) and name != SAVED_ADAPTER else None
+
+
+def renamed_adapter(model_sd: dict[str, Any], optim_sd: dict[str, Any], old: str, new: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy's and optimizer's state dicts with adapter ``old``'s keys (``...lora_A.{old}.weight``) named as
+    ``new``'s; the values are the same objects, so loading into the renamed dicts loads into the originals."""
+    pattern = re.compile(rf"\.(lora_\w+?)\.{re.escape(old)}\.")
+
+    def name(key: str) -> str:
+        return pattern.sub(rf".\1.{new}.", key)
+
+    optim = {**optim_sd, "state": {name(k): v for k, v in optim_sd.get("state", {}).items()}}
+    if "param_groups" in optim_sd:
+        optim["param_groups"] = [{**g, "params": [name(k) for k in g["params"]]} for g in optim_sd["param_groups"]]
+    return {name(k): v for k, v in model_sd.items()}, optim
 
 
 def prune(root: Path, keep_last: int) -> None:

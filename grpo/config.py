@@ -45,6 +45,19 @@ class LoraConfig(StrictModel):
     )
 
 
+# Keys a pack of LoRA trials (``resources.trials_per_worker``, ``grpo.pack``) shares: they make or feed its one
+# base (the model, and the training tasks its warm-start saw), or are its process's. All else is the trial's
+# (model.lora and model.micro_batch_size included: an adapter and how its update is chunked are a member's own).
+PACK_WIDE_KEYS = ("model", "env", "torch_threads", "eval.ratio", "eval.split_seed", "eval.tasks_path", "eval.max_tasks", "eval.max_tasks_per_env")
+
+
+def pack_wide(key: str) -> bool:
+    """Whether dotted ``key`` must be equal across a pack: a key under ``PACK_WIDE_KEYS``, not under ``model.lora``."""
+    if key in ("model.lora", "model.micro_batch_size") or key.startswith("model.lora."):
+        return False
+    return any(key == wide or key.startswith(wide + ".") for wide in PACK_WIDE_KEYS)
+
+
 class ModelConfig(StrictModel):
     """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs), unless
     ``name_or_path`` names a pretrained Hugging Face model (``grpo.pretrained``), which replaces it."""
@@ -111,6 +124,19 @@ class OptimConfig(StrictModel):
     min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Floor of the decay, as a fraction of lr.")
 
 
+class DynamicSamplingConfig(StrictModel):
+    """DAPO's dynamic sampling: groups whose rewards are all equal carry no policy gradient, so they are
+    filtered out and more tasks are drawn (through the task sampler, so a resumed run draws the same ones)
+    until the step holds ``rollout.prompts_per_step`` groups with signal or ``max_rounds`` rollout rounds
+    have run. Then the step trains on the groups with signal it has; when none has any, it trains on its
+    first round's groups as a step without dynamic sampling would (docs/decisions.md)."""
+
+    enabled: bool = Field(False, description="Filter out zero-variance groups and roll out more tasks to replace them (off: every drawn group trains).")
+    max_rounds: int = Field(
+        3, ge=1, le=64, description="Rollout rounds per step at most, each of rollout.prompts_per_step tasks (1: filter only, draw no more)."
+    )
+
+
 class AlgorithmConfig(StrictModel):
     """The GRPO objective."""
 
@@ -158,6 +184,26 @@ class AlgorithmConfig(StrictModel):
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from the loss).")
     mini_batches: int = Field(2, ge=1, description="Optimizer steps per pass over the rollout batch (later ones are off-policy).")
     ppo_epochs: int = Field(1, ge=1, description="Passes over the rollout batch per GRPO step.")
+    zero_variance_groups: Literal["keep", "mask"] = Field(
+        "keep",
+        description="What a group whose rewards are all equal trains on. Its advantages are 0, so it has no policy gradient "
+        "either way. keep: its tokens still carry the KL and entropy terms and count in loss_agg's denominator (the GRPO "
+        "objective as written). mask: its tokens leave the loss altogether, so no KL pull without reward signal and no "
+        "dilution of the other groups' terms (docs/decisions.md).",
+    )
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig, description="DAPO dynamic sampling: replace zero-variance groups by rolling out more tasks."
+    )
+
+    def several_workers_problem(self, workers: str) -> str | None:
+        """Why dynamic sampling as set cannot train on several workers (``workers`` says how many, in words), or None."""
+        if self.dynamic_sampling.enabled and self.loss_agg == "seq-mean-token-sum-norm":
+            return (
+                f"with {workers} and algorithm.loss_agg seq-mean-token-sum-norm: the groups that train are "
+                "dealt to the workers and the shorter shares padded with empty rows, which this aggregation counts (it divides by every "
+                "sequence); use loss_agg token-mean or seq-mean-token-mean, or one worker"
+            )
+        return None
 
 
 class VLLMConfig(StrictModel):
@@ -232,6 +278,37 @@ class EvalConfig(StrictModel):
     )
 
 
+class CurriculumConfig(StrictModel):
+    """Task sampling weighted by each task's learning potential, from a running estimate of its pass rate
+    (``grpo.curriculum``): tasks the policy always or never solves fade, and come back when their estimate
+    moves. Off: tasks are drawn in shuffled epochs."""
+
+    enabled: bool = Field(False, description="Weight task sampling by learning potential (off: shuffled epochs, every task once per epoch).")
+    weight: Literal["signal", "learnability"] = Field(
+        "signal",
+        description="A task's learning potential from its pass-rate estimate p. signal: the probability that a group of "
+        "rollout.n_samples_per_prompt has both a pass and a fail, 1 - p^n - (1-p)^n. learnability: p(1 - p).",
+    )
+    floor: float = Field(
+        0.1, ge=0, le=1, description="Share of draws spread evenly over all tasks, so none is starved (1: uniform sampling; 0: by weight alone)."
+    )
+    decay: float = Field(
+        0.8, gt=0, le=1, description="Each time a task is rolled out its pass/fail counts are multiplied by this before its new results are added (1: plain counts, never forgets)."
+    )
+    prior_path: str | None = Field(
+        None,
+        description="`sweep forecast --save-probe`'s JSON: per-task success counts of the base policy, the estimates' starting "
+        "point (a task it lacks starts at one pass and one fail). None: every task starts at one pass and one fail. Read only "
+        "when enabled, so a space can sweep `enabled` over a base that names a probe.",
+    )
+
+
+class DataConfig(StrictModel):
+    """How training tasks are drawn each step."""
+
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Sampling weighted by learning potential (off by default).")
+
+
 class CheckpointConfig(StrictModel):
     """Resumable state (policy, optimizer, step, RNG, data position), saved every ``interval`` steps."""
 
@@ -248,6 +325,7 @@ class TrainerConfig(StrictModel):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     rollout: RolloutConfig = RolloutConfig()
     env: EnvConfig = EnvConfig()
+    data: DataConfig = DataConfig()
     eval: EvalConfig = EvalConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     resume_from: str | None = Field(None, description="A checkpoint directory to continue from (its next step).")

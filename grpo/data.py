@@ -1,11 +1,14 @@
-"""Task selection and a deterministic task sampler (shuffled epochs, seeded)."""
+"""Task selection and a deterministic task sampler (shuffled epochs, seeded; or the curriculum's, ``make_sampler``)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
+from typing import Any
 
 from configkit.base import ConfigError
 from grpo.config import EnvConfig, TrainerConfig
+from grpo.curriculum import CurriculumSampler, curriculum_sampler
 from toolenvs.task import Task, load_task_files
 
 
@@ -88,6 +91,19 @@ class TaskSampler:
                 self.queue = self.rng.sample(self.tasks, len(self.tasks))
             batch.append(self.queue.pop())
         return batch
+
+    def observe(self, episodes: Iterable[Any]) -> None:
+        """Shuffled epochs learn nothing from outcomes (``grpo.curriculum.CurriculumSampler`` does)."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+def make_sampler(cfg: TrainerConfig, tasks: list[Task]) -> TaskSampler | CurriculumSampler:
+    """The trial's task sampler: shuffled epochs, or the curriculum's weighted draws (``data.curriculum``)."""
+    if cfg.data.curriculum.enabled:
+        return curriculum_sampler(cfg, tasks)
+    return TaskSampler(tasks, cfg.seed)
 
 
 def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:

@@ -5,7 +5,7 @@ the adapter's A and B matrices train (B starts at zero, so the adapted policy st
 ``AdapterOff`` is the frozen reference without a second model copy: it scores like a model, running the
 policy's forward inside ``disable_adapter()``. Checkpoints keep the trainable parameters only
 (``grpo.checkpoint``), so a LoRA checkpoint is the adapter and its optimizer state.
-Leaves out: several adapters on one base (packing trials), merging the adapter into the base, LoRA on
+``add_adapter`` puts another on the same base (packed trials, ``grpo.pack``). Leaves out: merging the adapter into the base, LoRA on
 FSDP2-sharded ranks or with a vLLM sampler (refused in ``grpo.build`` and ``grpo.config``).
 """
 
@@ -18,21 +18,33 @@ import torch
 from grpo.config import LoraConfig
 
 
-def with_adapter(model: torch.nn.Module, lora: LoraConfig, seed: int) -> torch.nn.Module:
-    """``model`` (changed in place) inside a peft ``PeftModel`` with one adapter; only the adapter trains.
+def with_adapter(model: torch.nn.Module, lora: LoraConfig, seed: int, name: str = "default") -> torch.nn.Module:
+    """``model`` (changed in place) inside a peft ``PeftModel`` with one adapter, ``name``; only the adapter trains.
 
     The adapter's A matrices are drawn from their own generator seeded by ``seed`` (the trial's), so the
     start does not depend on what the global RNG did before (building a base policy, or finding it cached)."""
-    from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
-    settings = PeftLoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules), bias="none")
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)  # peft reads it
         torch.manual_seed(seed)
-        adapted = get_peft_model(model, settings)
+        adapted = get_peft_model(model, peft_settings(lora), adapter_name=name)
     adapted.train(model.training)
     return adapted
+
+
+def add_adapter(policy: torch.nn.Module, name: str, lora: LoraConfig, seed: int) -> None:
+    """One more adapter, ``name``, on a ``PeftModel`` (a packed trial's, ``grpo.pack``), drawn as ``with_adapter``
+    draws a lone one from the same seed; it trains once ``policy.set_adapter(name)`` makes it the active one."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        policy.add_adapter(name, peft_settings(lora))
+
+
+def peft_settings(lora: LoraConfig):
+    from peft import LoraConfig as PeftLoraConfig
+
+    return PeftLoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules), bias="none")
 
 
 def base_of(model: torch.nn.Module) -> torch.nn.Module:

@@ -8,7 +8,9 @@ order. With several ranks (``grpo.distributed``) each runs the episodes of its s
 and the update is FSDP2 data-parallel; rank 0 evaluates and reports metrics computed over every rank's
 episodes. What the loop trains with is built in ``grpo.build``; after each update a sampler that is not
 the policy itself gets its weights, and the gap between its log-probs and the policy's
-(``rollout/logprob_gap``) is checked every step.
+(``rollout/logprob_gap``) is checked every step. Which tasks a step draws is the sampler's business
+(``grpo.data.make_sampler``: shuffled epochs or the curriculum, which learns from every step's episodes),
+and how many rounds it rolls out is ``grpo.dynamic``'s (dynamic sampling).
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from grpo.algorithm import advantages_by_group
+from grpo.algorithm import advantages_by_group, signal_by_group
 from grpo.batching import TrainBatch, collate
 from grpo.build import Models, build_models, open_environments, release_cached_memory
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
-from grpo.data import TaskSampler, trial_tasks
-from grpo.distributed import Ranks, full_parameters, gather_lists, init_ranks, shutdown
-from grpo.episodes import EpisodeLimits, Trajectory, collect
+from grpo.curriculum import CurriculumSampler
+from grpo.data import TaskSampler, make_sampler, trial_tasks
+from grpo.distributed import Ranks, full_parameters, init_ranks, shutdown
+from grpo.dynamic import roll_out
+from grpo.episodes import Trajectory
 from grpo.evaluation import Evals, evaluate, share_base_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.process import resident_gib
@@ -48,29 +53,59 @@ def train(cfg: TrainerConfig, reporter: Reporter, base_eval: dict[str, Any] | No
     ranks = start_process(cfg)
     train_tasks, eval_tasks = trial_tasks(cfg)
     models = build_models(cfg, train_tasks, ranks)
+    progress = start_progress(cfg, models, train_tasks, eval_tasks, base_eval)
+    with open_environments(cfg, train_tasks + eval_tasks) as envs:
+        for step in range(progress.first_step, cfg.total_steps + 1):
+            metrics, saved = train_step(cfg, models, progress, envs, step)
+            if ranks.main or getattr(reporter, "all_ranks", False):  # Ray Train wants a report from every rank
+                reporter.report(step, metrics, saved)
+    shutdown(ranks)
+
+
+@dataclass
+class Progress:
+    """Where a trial is besides its weights: data order, shuffle, evals, held-out tasks, first step, checkpoint root.
+    ``grpo.pack`` keeps one per packed trial and steps it with ``train_step``."""
+
+    sampler: TaskSampler | CurriculumSampler
+    shuffle: torch.Generator
+    evals: Evals
+    eval_tasks: list[Task]
+    first_step: int
+    saves_to: Path | None
+
+
+def start_progress(
+    cfg: TrainerConfig, models: Models, train_tasks: list[Task], eval_tasks: list[Task], base_eval: dict[str, Any] | None = None
+) -> Progress:
+    """Seed the global RNG, then the data order, shuffle and evals, from ``resume_from`` when it is set."""
+    ranks = models.ranks
     # seeded after the models: building the cached base policy (or not) must not change the samples; ranks sample differently
     torch.manual_seed(cfg.seed + ranks.rank)
-    sampler, shuffle = TaskSampler(train_tasks, cfg.seed), torch.Generator().manual_seed(cfg.seed)
+    sampler, shuffle = make_sampler(cfg, train_tasks), torch.Generator().manual_seed(cfg.seed)
     evals = Evals(cfg.eval.score_window)
     first_step = resume(cfg, models, sampler, shuffle, evals) + 1
     if base_eval is not None and first_step == 1 and eval_tasks and ranks.main:
         evals.add(0, share_base_eval(cfg, base_eval))
     saves_to = checkpoint_root(cfg) if cfg.checkpoint.interval else None
-    with open_environments(cfg, train_tasks + eval_tasks) as envs:
-        for step in range(first_step, cfg.total_steps + 1):
-            set_learning_rate(cfg, models.optimizer, step)
-            if eval_tasks and step == first_step and ranks.main and not evals.has(step - 1):
-                evals.add(step - 1, evaluate(cfg, models, eval_tasks, envs, global_step=step - 1))  # where training starts
-            metrics = run_step(cfg, models, sampler.next_batch(cfg.rollout.prompts_per_step), envs, shuffle)
-            if eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
-                evals.add(step, evaluate(cfg, models, eval_tasks, envs, global_step=step))
-            saved = None
-            if saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):
-                state = TrainerState(step, sampler.state(), evals.state())
-                saved = str(save_checkpoint(saves_to, state, models.policy, models.optimizer, shuffle, cfg.checkpoint.keep_last, ranks))
-            if ranks.main or getattr(reporter, "all_ranks", False):  # Ray Train wants a report from every rank
-                reporter.report(step, {**metrics, **evals.metrics()}, saved)
-    shutdown(ranks)
+    return Progress(sampler, shuffle, evals, eval_tasks, first_step, saves_to)
+
+
+def train_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBackend, step: int) -> tuple[dict[str, float], str | None]:
+    """Step ``step`` of the loop: its learning rate, the eval where training starts, the GRPO step, the
+    evals and checkpoint it is due; returns what to report (the newest evals ride along) and the checkpoint."""
+    ranks, evals, eval_tasks = models.ranks, progress.evals, progress.eval_tasks
+    set_learning_rate(cfg, models.optimizer, step)
+    if eval_tasks and step == progress.first_step and ranks.main and not evals.has(step - 1):
+        evals.add(step - 1, evaluate(cfg, models, eval_tasks, envs, global_step=step - 1))  # where training starts
+    metrics = run_step(cfg, models, progress.sampler, envs, progress.shuffle)
+    if eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
+        evals.add(step, evaluate(cfg, models, eval_tasks, envs, global_step=step))
+    saved = None
+    if progress.saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):
+        state = TrainerState(step, progress.sampler.state(), evals.state())
+        saved = str(save_checkpoint(progress.saves_to, state, models.policy, models.optimizer, progress.shuffle, cfg.checkpoint.keep_last, ranks))
+    return {**metrics, **evals.metrics()}, saved
 
 
 def start_process(cfg: TrainerConfig) -> Ranks:
@@ -95,6 +130,8 @@ def check_world(cfg: TrainerConfig, ranks: Ranks) -> None:
     per_rank = cfg.rollout.prompts_per_step // ranks.world * cfg.rollout.n_samples_per_prompt
     if per_rank < cfg.algorithm.mini_batches:
         raise ValueError(f"algorithm.mini_batches={cfg.algorithm.mini_batches} exceeds the {per_rank} episodes each of {ranks.world} workers trains on")
+    if ranks.sharded and (problem := cfg.algorithm.several_workers_problem(f"{ranks.world} workers")):
+        raise ValueError(f"algorithm.dynamic_sampling.enabled {problem}")
 
 
 def due(step: int, interval: int, total_steps: int) -> bool:
@@ -129,23 +166,22 @@ def set_learning_rate(cfg: TrainerConfig, optimizer: torch.optim.Optimizer, step
         group["lr"] = lr
 
 
-def run_step(cfg: TrainerConfig, models: Models, batch: list[Task], envs: EnvBackend, shuffle: torch.Generator) -> dict[str, float]:
-    """One GRPO step on the step's batch of tasks (this rank runs its share): rollouts, advantages, update."""
+def run_step(cfg: TrainerConfig, models: Models, sampler: TaskSampler | CurriculumSampler, envs: EnvBackend, shuffle: torch.Generator) -> dict[str, float]:
+    """One GRPO step on tasks from the sampler (this rank runs its share; with dynamic sampling, more
+    rounds replace groups without signal: ``grpo.dynamic``): rollouts, advantages, update."""
     started = time.perf_counter()
-    ranks = models.ranks
-    mine = list(range(len(batch)))[ranks.rank :: ranks.world]  # a task's place in the batch is its group's id, on every rank
-    episodes = collect([batch[i] for i in mine], cfg.rollout.n_samples_per_prompt, envs, models.generator, models.chat,
-                       EpisodeLimits.of(cfg.rollout), group_ids=mine)
+    rollouts = roll_out(cfg, models, sampler, envs)
     rollout_s = time.perf_counter() - started
-    everyone = gather_lists(episodes, ranks)
+    everyone = rollouts.everyone
     failed = [t for t in everyone if t.env_error]
     if len(failed) == len(everyone):
         raise RuntimeError(f"every episode of this step failed in the environment; the first: {everyone[0].error}")
     if failed:  # left out of their groups' advantages and counted; say why, so a flaky environment shows
         log.warning("%d of %d episodes failed in the environment (left out); the first: %s", len(failed), len(everyone), failed[0].error)
+    sampler.observe(everyone)  # the curriculum's pass-rate estimates (the plain sampler ignores them)
     models.generator.sleep()
-    stats = policy_update(models.policy, models.reference, models.optimizer, training_batch(episodes, cfg, models.chat.pad_id),
-                          UpdateSettings.of(cfg), shuffle, ranks)
+    stats = policy_update(models.policy, models.reference, models.optimizer, training_batch(rollouts.mine, cfg, models.chat.pad_id),
+                          UpdateSettings.of(cfg), shuffle, models.ranks)
     release_cached_memory()
     synced = time.perf_counter()
     if models.generator.needs_weight_sync:
@@ -154,7 +190,8 @@ def run_step(cfg: TrainerConfig, models: Models, batch: list[Task], envs: EnvBac
     stats["timing/weight_sync_s"] = time.perf_counter() - synced
     stats["perf/rss_gib"] = resident_gib()
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
-    return step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, models.optimizer.param_groups[0]["lr"])
+    lr = models.optimizer.param_groups[0]["lr"]
+    return {**step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, lr), **rollouts.metrics, **sampler.metrics()}
 
 
 def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
@@ -171,14 +208,15 @@ def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
 
 def training_batch(episodes: list[Trajectory], cfg: TrainerConfig, pad_id: int) -> TrainBatch:
     """Every episode of this rank with its group-relative advantage; those that failed in the environment
-    keep their row with nothing to train on (so every rank has the same number of sequences and mini-batches)."""
+    keep their row with nothing to train on (so every rank has the same number of sequences and mini-batches),
+    and so do those of groups without signal under ``algorithm.zero_variance_groups: mask``."""
     a = cfg.algorithm
-    advantages = advantages_by_group(
-        torch.tensor([t.reward for t in episodes]), torch.tensor([t.group_id for t in episodes]),
-        torch.tensor([not t.env_error for t in episodes]), a.std_eps, a.normalize_std, a.std_floor,
-    ).tolist()
+    rewards, groups = torch.tensor([t.reward for t in episodes]), torch.tensor([t.group_id for t in episodes])
+    valid = torch.tensor([not t.env_error for t in episodes])
+    advantages = advantages_by_group(rewards, groups, valid, a.std_eps, a.normalize_std, a.std_floor).tolist()
+    trains = valid & signal_by_group(rewards, groups, valid) if a.zero_variance_groups == "mask" else valid
     ids = [t.token_ids or [pad_id, pad_id] for t in episodes]
-    masks = [[0] * len(i) if t.env_error else t.loss_mask for t, i in zip(episodes, ids)]
+    masks = [t.loss_mask if keep else [0] * len(i) for t, i, keep in zip(episodes, ids, trains.tolist())]
     sampled = [t.sampler_logprobs if t.token_ids else [float("nan")] * 2 for t in episodes]
     return collate(ids, masks, [0.0 if t.env_error else adv for t, adv in zip(episodes, advantages)], pad_id, sampled)
 

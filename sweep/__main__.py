@@ -9,6 +9,7 @@
     python -m sweep data split toolenvs/data/*.jsonl --eval-ratio 0.2 --out split # train/eval task files
     python -m sweep envs check [tasks.jsonl ...] [--write kept.jsonl] # replay reference solutions live
     python -m sweep forecast space.yaml --k 8                          # zero-variance share per n, before a sweep
+    python -m sweep forecast space.yaml --save-probe probe.json        # ... and keep the probe as the curriculum's prior
 
 Imports nothing heavy until a command needs it, so ``--help`` and ``validate`` are instant.
 """
@@ -59,6 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sweep.loader import load_space, parse_sets
     from sweep.run import run_sweep
 
+    watch = _watch(args)
     sets = parse_sets(args.set)
     if args.storage is not None:  # --storage "" is refused by name, not ignored
         sets["storage"] = args.storage
@@ -68,7 +70,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     store = _reachable(cfg.storage)
     fresh = args.fresh or _failed_start(store, cfg.name)
     try:
-        return run_sweep(cfg, fresh=fresh, space=str(args.space))
+        return run_sweep(cfg, fresh=fresh, space=str(args.space), watch=watch)
     except BaseException:
         _forget_failed_start(store, cfg.name)
         raise
@@ -118,8 +120,33 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     from sweep.run import resume_sweep
     from sweep.storage import split_experiment
 
+    watch = _watch(args)
     _reachable(split_experiment(args.path)[0], "the sweep's path")
-    return resume_sweep(args.path)
+    return resume_sweep(args.path, watch=watch)
+
+
+def _add_watch_flags(parser: argparse.ArgumentParser) -> None:
+    """Ray's dashboard and the live page (``sweep.live_page``), both on 127.0.0.1 unless told otherwise."""
+    from sweep.live_server import DASHBOARD_PORT, LIVE_PORT
+
+    parser.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (GRPO_SWEEP_DASHBOARD=0 does the same)")
+    parser.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT})")
+    parser.add_argument("--no-live", action="store_true", help="do not serve the live sweep page")
+    parser.add_argument("--live-port", type=int, default=LIVE_PORT, help=f"the live page's port (default {LIVE_PORT}; 0: any free port; "
+                        "a taken port falls back to a free one)")
+    parser.add_argument("--live-host", default="127.0.0.1", help="the live page's address (default 127.0.0.1; any other needs "
+                        "GRPO_SWEEP_LIVE_TOKEN, which clients from elsewhere must present)")
+
+
+def _watch(args: argparse.Namespace):
+    """The watch flags as ``sweep.live_server.Watch``, refused before anything starts when the address needs a token."""
+    from configkit import environ
+    from sweep.live_server import Watch, bind_problem, default_watch
+
+    if not args.no_live and (problem := bind_problem(args.live_host, environ.GRPO_SWEEP_LIVE_TOKEN.get())):
+        raise ConfigError(problem)
+    return Watch(dashboard=default_watch().dashboard and not args.no_dashboard, dashboard_port=args.dashboard_port,
+                 live=not args.no_live, live_host=args.live_host, live_port=args.live_port)
 
 
 def _show_base_policy_build() -> None:
@@ -153,10 +180,16 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     from sweep.forecast import candidate_sizes, probe, render
     from sweep.loader import load_trainer, parse_sets
 
-    cfg, sweep_cfg = load_trainer(args.config, parse_sets(args.set))
+    # the probe reads no prior, and may be what makes the file a space's data.curriculum.prior_path names
+    cfg, sweep_cfg = load_trainer(args.config, {**parse_sets(args.set), "data.curriculum.prior_path": None})
     _show_base_policy_build()
     print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
-    render(probe(cfg, args.k), candidate_sizes(cfg, sweep_cfg), args.k)
+    results = probe(cfg, args.k)
+    render(results, candidate_sizes(cfg, sweep_cfg), args.k)
+    if args.save_probe:
+        from grpo.curriculum import write_probe
+
+        print(f"probe saved to {write_probe(args.save_probe, results, args.k)} (data.curriculum.prior_path reads it)")
     return 0
 
 
@@ -176,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--fresh", action="store_true", help="delete an existing sweep of the same name and start over")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="dotted override, repeatable: a trainer key (optim.lr=3e-4) sets the base, a sweep key (search.seed=1) the sweep")
+    _add_watch_flags(run)
     run.set_defaults(func=_cmd_run)
     resume = commands.add_parser("resume", help="continue a sweep whose driver died (its directory or s3:// URI)")
     resume.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
+    _add_watch_flags(resume)
     resume.set_defaults(func=_cmd_resume)
     confirm = commands.add_parser("confirm", help="re-run a finished sweep's top settings with fresh seeds and more steps; export the winner")
     confirm.add_argument("path", help="the sweep's directory, {storage}/{name}, local or s3://bucket/prefix/name")
@@ -200,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     forecast = commands.add_parser("forecast", help="probe the base policy and predict zero-variance groups per n")
     forecast.add_argument("config", type=Path, help="a space file or a trainer YAML")
     forecast.add_argument("--k", type=int, default=8, help="samples per task in the probe")
+    forecast.add_argument("--save-probe", type=Path, metavar="PATH",
+                          help="write the probe's per-task success counts as JSON, the curriculum's prior (data.curriculum.prior_path)")
     forecast.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
     forecast.set_defaults(func=_cmd_forecast)
     from sweep.report.cli import add_report_command  # the report's flags live beside it

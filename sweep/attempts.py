@@ -48,12 +48,17 @@ class Attempt:
 
 
 def read(fs: pafs.FileSystem, trial_path: str) -> list[Attempt]:
-    """The trial's attempts, oldest first (none for trials run before attempts were recorded)."""
+    """The trial's attempts, oldest first (none for trials run before attempts were recorded). A record
+    cut short (older versions wrote in place, and a stop could land mid-write) is skipped, not fatal."""
     found = []
     for info in fs.get_file_info(pafs.FileSelector(f"{trial_path}/{ATTEMPTS_DIR}", allow_not_found=True)):
         if info.base_name.startswith("attempt_") and info.base_name.endswith(".json"):
             with fs.open_input_stream(info.path) as f:
-                found.append(Attempt(**json.loads(f.read().decode())))
+                text = f.read().decode()
+            try:
+                found.append(Attempt(**json.loads(text)))
+            except (ValueError, TypeError):
+                continue
     return sorted(found, key=lambda a: a.number)
 
 
@@ -125,8 +130,11 @@ class Recorder:
             return
         folder = f"{self.trial_path}/{ATTEMPTS_DIR}"
         self.fs.create_dir(folder, recursive=True)
-        with self.fs.open_output_stream(f"{folder}/attempt_{self.attempt.number:03d}.json") as f:
+        final = f"{folder}/attempt_{self.attempt.number:03d}.json"
+        partial = f"{final}.partial-{os.getpid()}"  # (read() skips it) a stop that lands mid-write left an empty record
+        with self.fs.open_output_stream(partial) as f:  # that failed the sweep's leaderboard: the record is replaced whole
             f.write(json.dumps(asdict(self.attempt)).encode())
+        self.fs.move(partial, final)
 
 
 def _trial_folder() -> tuple[pafs.FileSystem | None, str]:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from configkit import environ
 from configkit.base import ConfigError, apply_overrides, describe_errors, dotted_keys
-from grpo.config import TrainerConfig
+from grpo.config import TrainerConfig, pack_wide
 from sweep.bases import base_problems
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.distributions import NUMERIC
@@ -36,13 +36,16 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     tasks, tasks_problem = trial_tasks_or_problem(base, source)
     if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
-    problems = [*storage, *backend_problems(base, tasks, source), *space_problems(cfg, source), *condition_problems(cfg, source), *base_problems(cfg, source)]
+    problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source), *space_problems(cfg, source),
+                *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
     if "scheduler" not in dropped and "search" not in dropped:
         problems += scheduler_problems(cfg, base, source)
     if "resources" not in dropped:
         problems += placement_problems(cfg, base, source)
+    if "resources" not in dropped and cfg.resources.trials_per_worker > 1:
+        problems += packing_problems(cfg, base, source)
     if "resources" not in dropped and cluster is not None:
         problems += resource_problems(cfg, cluster, source)
     if "logging" not in dropped:
@@ -148,7 +151,21 @@ def trial_tasks_or_problem(base: TrainerConfig, source: str, section: str = "tra
 def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     """A trainer YAML's checks (``sweep train``, ``forecast``): its tasks load, and its backend can run them."""
     tasks, tasks_problem = trial_tasks_or_problem(base, source, section="")
-    return [tasks_problem] if tasks is None else list(backend_problems(base, tasks, source, prefix=""))
+    return [tasks_problem] if tasks is None else [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, "")]
+
+
+def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: str = "trainer") -> list[str]:
+    """The curriculum's probe file (``data.curriculum.prior_path``) reads and names some training task (also
+    where the base leaves the curriculum off: a space may sweep it on)."""
+    if not base.data.curriculum.prior_path:
+        return []
+    from grpo.curriculum import curriculum_sampler
+
+    try:
+        curriculum_sampler(base, tasks[0])
+    except ConfigError as exc:
+        return [f"{source}: in {section}: {exc}" if section else f"{source}: {exc}"]
+    return []
 
 
 def backend_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> Iterator[str]:
@@ -278,6 +295,8 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
             f"for {r.gpus_per_trial:g} GPUs per trial set workers_per_trial: {r.gpus_per_trial:g} and gpus_per_trial: 1 "
             "(one FSDP2 rank, and one vLLM engine, per GPU)"
         )
+    if r.workers_per_trial > 1 and (problem := base.algorithm.several_workers_problem(f"resources.workers_per_trial = {r.workers_per_trial}")):
+        problems.append(f"{source}: key 'trainer.algorithm.dynamic_sampling.enabled' = true {problem}")
     if r.workers_per_trial > 1 and 0 < r.gpus_per_trial < 1:
         problems.append(
             f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g} with workers_per_trial = {r.workers_per_trial}: Ray may put two "
@@ -306,6 +325,33 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
             f"{source}: key 'trainer.rollout.vllm.gpu_memory_utilization' = {base.rollout.vllm.gpu_memory_utilization:g} is not below "
             f"resources.gpus_per_trial = {r.gpus_per_trial:g}: trials sharing a GPU would together ask for more than it has; lower it"
         )
+    return problems
+
+
+def packing_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list[str]:
+    """``resources.trials_per_worker`` > 1 packs LoRA trials on one frozen base in one process (``grpo.pack``): only
+    keys a trial owns may vary inside a pack; what makes the base, or needs a worker of its own, is refused by name."""
+    r, k = cfg.resources, f"{source}: key 'resources.trials_per_worker' = {cfg.resources.trials_per_worker}"
+    problems = []
+    if base.model.lora is None:
+        problems.append(f"{k} packs LoRA trials on one shared base; set trainer.model.lora (e.g. {{rank: 16}}) or trials_per_worker: 1")
+    if r.workers_per_trial > 1:
+        problems.append(f"{k} with workers_per_trial = {r.workers_per_trial}: a pack is one process (FSDP2-sharded LoRA is unverified); set workers_per_trial: 1")
+    swept_backend = cfg.space.get("rollout.backend")
+    if base.rollout.backend == "vllm" or (swept_backend is not None and swept_backend.contains("vllm")):
+        problems.append(f"{k} with rollout.backend 'vllm': a pack samples with HF generate on its shared base; set rollout.backend: hf")
+    if r.gpus_per_trial > 0:
+        problems.append(f"{k} with gpus_per_trial = {r.gpus_per_trial:g}: packs run on CPU for now (adapters added after FSDP2 wraps "
+                        "the base are unverified); set gpus_per_trial: 0 or trials_per_worker: 1")
+    if isinstance(cfg.scheduler, PbtConfig):
+        problems.append(f"{k} with scheduler.type 'pbt': PBT's exploit restarts trials from each other's checkpoints, unverified in a pack; "
+                        "use asha, median or fifo, or trials_per_worker: 1")
+    mutated = cfg.scheduler.mutations if isinstance(cfg.scheduler, PbtConfig) else {}
+    for where, keys in (("space", cfg.space), ("scheduler.mutations", mutated)):
+        for key in keys:
+            if pack_wide(key):
+                problems.append(f"{source}: key '{where}.{key}' changes the base the packed trials share (resources.trials_per_worker = "
+                                f"{r.trials_per_worker}); sweep it with trials_per_worker: 1, or fix it under trainer")
     return problems
 
 

@@ -112,6 +112,11 @@ class ResourcesConfig(StrictModel):
     workers_per_trial: int = Field(
         1, ge=1, description="FSDP2 ranks per trial. Above 1 the trial runs Ray Train's TorchTrainer with this many workers, each given cpus_per_trial CPUs and gpus_per_trial GPUs."
     )
+    trials_per_worker: int = Field(
+        1, ge=1, description="LoRA trials packed in one process over one copy of the frozen base (grpo.pack): each keeps its own adapter, "
+        "optimizer, RNG, data order and checkpoint, and Tune still sees (and stops) each trial. Needs trainer.model.lora, one worker, "
+        "HF rollouts on CPU; keys that make the base (model.*, env.*, the eval split) cannot be swept in a pack."
+    )
 
 
 class FailuresConfig(StrictModel):

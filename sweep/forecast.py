@@ -8,7 +8,8 @@ suggests an n range and the tasks to drop. Plugging p = c/k into the closed form
 (it is convex in p: with k = 8 and p = 0.75, by about 0.09 at n = 4), so for n ≤ k each task's share is
 the unbiased estimate [C(c, n) + C(k − c, n)] / C(k, n), whose expectation is exactly the closed form; for
 n > k the plug-in value is used and the table says so. The math is pure; only ``probe`` runs the policy
-(and imports torch).
+(and imports torch). ``--save-probe`` keeps the per-task counts (``grpo.curriculum.write_probe``'s format),
+the curriculum's starting estimates (``data.curriculum.prior_path``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 from sweep import attempts
 from sweep.results import trial_history
-from sweep.stoppers import VARIANCE, no_signal
+from sweep.stoppers import VARIANCE, fate
 from sweep.storage import Storage
 
 
@@ -51,9 +51,7 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
         return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"), attempts.restarts(tried))
     series = frame[metric]
     steps = int(frame["training_iteration"].max())
-    status = "error" if result.error else ("finished" if steps >= total_steps else "stopped early")
-    if status == "stopped early" and zero_signal and VARIANCE in frame and no_signal(list(frame[VARIANCE]), *zero_signal):
-        status = "zero signal"
+    status = fate(steps, total_steps, list(frame[VARIANCE]) if VARIANCE in frame else [], zero_signal, bool(result.error))
     return TrialRow(
         trial=name,
         config=config,

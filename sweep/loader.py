@@ -29,7 +29,9 @@ from sweep.checks import meaning_problems, trainer_problems
 from sweep.config import SCHEDULERS, SweepConfig
 from sweep.distributions import DISTRIBUTIONS, distribution_dict
 
-TRAINER_PATHS = (("env", "tasks_path"), ("eval", "tasks_path"), ("model", "cache_dir"))  # resolved against the file that names them
+TRAINER_PATHS = (  # resolved against the file that names them
+    ("env", "tasks_path"), ("eval", "tasks_path"), ("model", "cache_dir"), ("data", "curriculum", "prior_path"),
+)
 SPACE_MARKERS = ("space", "search")  # a file with either is a space file; else a trainer YAML
 
 
@@ -79,21 +81,26 @@ def resolve_paths(trainer: dict[str, Any], base_dir: Path) -> dict[str, Any]:
             return str((base_dir / value).resolve())
         return value
 
-    trainer = dict(trainer)
-    for section, key in TRAINER_PATHS:
-        block = trainer.get(section)
-        if isinstance(block, dict) and key in block:
-            trainer[section] = {**block, key: resolve(block[key])}
-    return trainer
+    def resolved(block: Any, keys: tuple[str, ...]) -> Any:
+        if not isinstance(block, dict) or keys[0] not in block:
+            return block
+        return {**block, keys[0]: resolve(block[keys[0]]) if len(keys) == 1 else resolved(block[keys[0]], keys[1:])}
+
+    for keys in TRAINER_PATHS:
+        trainer = resolved(trainer, keys)
+    return dict(trainer)
 
 
 def _trainer_sets(trainer_level: dict[str, Any]) -> dict[str, Any]:
     """Command-line paths are relative to the working directory."""
     resolved = resolve_paths(apply_overrides({}, trainer_level), Path.cwd())
     flat = dict(trainer_level)
-    for section, key in TRAINER_PATHS:
-        if f"{section}.{key}" in flat:
-            flat[f"{section}.{key}"] = resolved[section][key]
+    for keys in TRAINER_PATHS:
+        if ".".join(keys) in flat:
+            value = resolved
+            for key in keys:
+                value = value[key]
+            flat[".".join(keys)] = value
     return flat
 
 

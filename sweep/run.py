@@ -1,5 +1,6 @@
 """Run (or resume) a validated sweep on a local Ray: its bases and base evals first, check resources, fit, leaderboard,
-report, and the end-of-sweep TensorBoard/W&B summaries (``sweep.summary_logs``).
+report, and the end-of-sweep TensorBoard/W&B summaries (``sweep.summary_logs``). While it fits, Ray's dashboard and
+the live page (``sweep.live_page``) are served on loopback, as ``Watch`` says.
 
 Imports Ray and Tune only when called, so the CLI module stays light.
 """
@@ -16,14 +17,18 @@ from sweep.config import SweepConfig
 from sweep.storage import Storage, open_storage
 
 if TYPE_CHECKING:
+    from sweep.live_page import LiveSite
+    from sweep.live_server import Watch
     from sweep.report.build import Report
 
 
-def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None) -> int:
+def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None,
+              watch: Watch | None = None) -> int:
     """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed.
 
     A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
     ``base_evals_from``: another sweep in the same storage whose base evals this one shares (``sweep confirm``).
+    ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.live_server``).
     """
     from sweep.bases import prepare_bases
     from sweep.resume import save_config, start_fresh
@@ -38,10 +43,10 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     save_config(store, cfg)
     from sweep.tuner import build_tuner
 
-    return _fit_and_report(cfg, store, lambda: build_tuner(cfg))
+    return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
 
 
-def resume_sweep(uri: str) -> int:
+def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     """Continue a sweep whose driver died, from its directory or ``s3://`` URI alone (any machine).
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
@@ -73,27 +78,66 @@ def resume_sweep(uri: str) -> int:
             storage_filesystem=None if store.is_local else store.fs,
         )
 
-    return _fit_and_report(cfg, store, restore)
+    return _fit_and_report(cfg, store, restore, watch)
 
 
-def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any]) -> int:
+def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any], watch: Watch | None) -> int:
+    """Fit on a local Ray, with the live page served meanwhile; then the leaderboard, the report and the summaries."""
+    from sweep.live_server import default_watch
+
+    watch = watch or default_watch()
+    live = start_live_page(cfg, store, watch)
+    try:
+        results = _fit(cfg, make_tuner, watch)
+        status = _leaderboard_and_report(cfg, store, results, live)
+    finally:
+        if live is not None:
+            live.close()
+    return status
+
+
+def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
+    """Tune's results, on a local Ray started here (with its dashboard unless ``watch`` says not) and shut down after."""
     import ray
 
-    from sweep import leaderboard
     from sweep.notify import notifiers
-    from sweep.storage import push_study
 
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    where = {"dashboard_host": "127.0.0.1", "dashboard_port": watch.dashboard_port} if watch.dashboard else {}
+    context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
+    if context.dashboard_url:
+        url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
+        print(f"Ray dashboard: {url}", flush=True)
     try:
         check_resources(cfg, ray.cluster_resources())
         slots = start_fleet_slots(cfg)  # noqa: F841 - held while the trials run
-        results = make_tuner().fit()
+        return make_tuner().fit()
     except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
         for notifier in notifiers(cfg):
             notifier.sweep_failed(exc)
         raise
     finally:
         ray.shutdown()
+
+
+def start_live_page(cfg: SweepConfig, store: Storage, watch: Watch) -> LiveSite | None:
+    """The live page (``sweep.live_page``) on ``watch``'s address, its URL printed; None when it is off."""
+    if not watch.live:
+        return None
+    from sweep.live_page import LiveSite
+    from sweep.resume import experiment_uri
+
+    site = LiveSite(experiment_uri(store.uri, cfg.name), list(cfg.space), watch.live_host, watch.live_port, environ.GRPO_SWEEP_LIVE_TOKEN.get())
+    moved = f" (port {site.server.moved_from} was taken)" if site.server.moved_from else ""
+    print(f"live page: {site.url}{moved}", flush=True)
+    return site
+
+
+def _leaderboard_and_report(cfg: SweepConfig, store: Storage, results: Any, live: LiveSite | None) -> int:
+    from sweep import leaderboard
+    from sweep.report import default_out
+    from sweep.resume import experiment_uri
+    from sweep.storage import push_study
+
     push_study(store, cfg.name)
     total, zero = cfg.trainer.total_steps, cfg.stopping.zero_signal.rule()
     fates = [leaderboard.trial_row(r, cfg.search.metric, cfg.search.mode, total, list(cfg.space), zero) for r in results]
@@ -102,6 +146,8 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     leaderboard.save(rows, store, cfg.name)
     print(f"results: {store.display(cfg.name)}")
     report = write_report(store, cfg.name)
+    if live is not None:  # the page becomes the final report
+        live.finish(default_out(experiment_uri(store.uri, cfg.name)) / "index.html" if report is not None else None)
     if report is not None:
         from sweep.summary_logs import log_sweep_end
 

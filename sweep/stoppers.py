@@ -17,6 +17,16 @@ def no_signal(variances: Sequence[float], threshold: float, patience: int) -> bo
     return len(variances) >= patience and all(v < threshold for v in variances[-patience:])
 
 
+def fate(steps: int, total_steps: int, variances: Sequence[float], zero_signal: tuple[float, int] | None, errored: bool = False) -> str:
+    """Why a trial ended: error, finished, zero signal (the rule above held at its end) or stopped early (the
+    scheduler's stop). The leaderboard says it of Tune's results, the live page as each trial ends."""
+    if errored:
+        return "error"
+    if steps >= total_steps:
+        return "finished"
+    return "zero signal" if zero_signal and no_signal(list(variances), *zero_signal) else "stopped early"
+
+
 class ZeroSignalStopper:
     """A Tune stopper (``ray.tune.Stopper`` protocol) applying ``no_signal`` to each trial's history."""
 

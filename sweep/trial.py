@@ -60,14 +60,15 @@ def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConf
 
 def run_trial(
     config: dict[str, Any], base: dict[str, Any], storage: str = "", experiment: str = "", workers: int = 1, worker_resources: tuple[float, float] = (1.0, 0.0),
-    run: str = "", max_restarts: int = 1,
+    run: str = "", max_restarts: int = 1, trials_per_worker: int = 1,
 ) -> None:
     """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``.
 
     With ``workers`` > 1 the trial runs them as Ray Train workers (``sweep.multiworker``), which keep
     their checkpoints in Ray Train's storage under ``{storage}/{experiment}/ray_train/{trial_id}`` and
     restart after a worker's failure up to ``max_restarts`` times. ``run`` names the driver's run: a trial that
-    raised is not started again within it, and is by ``sweep resume`` (``sweep.attempts``).
+    raised is not started again within it, and is by ``sweep resume`` (``sweep.attempts``). With
+    ``trials_per_worker`` > 1 the trial's steps run in a pack host shared with other trials (``sweep.packing``).
     """
     from ray import tune
 
@@ -82,11 +83,13 @@ def run_trial(
     with record.running():
         if workers > 1:
             return run_multiworker(config, base, storage, experiment, context.get_trial_id(), workers, worker_resources, max_restarts)
-        run_one_process(config, base, storage, experiment, record)
+        run_one_process(config, base, storage, experiment, record, trials_per_worker)
 
 
-def run_one_process(config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, record: attempts.Recorder) -> None:
-    """The trial in this process, from its newest checkpoint if Tune started it before."""
+def run_one_process(
+    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, record: attempts.Recorder, trials_per_worker: int = 1
+) -> None:
+    """The trial in this process, from its newest checkpoint if Tune started it before (packed: its steps in a pack host)."""
     from ray import tune
 
     from grpo.trainer import train
@@ -104,8 +107,14 @@ def run_one_process(config: dict[str, Any], base: dict[str, Any], storage: str, 
     if base.get("output_dir") is None:  # the trial's own folder: an earlier attempt's evals after the checkpoint go
         forget_evals_after(output_dir, overrides.get("resume_from"), mirror)
     cfg = trial_config(base, overrides)
+    reporter, base_eval = TuneReporter(mirror, record.attempt.number), _shared_base_eval(storage, experiment, cfg)
     try:
-        train(cfg, TuneReporter(mirror, record.attempt.number), base_eval=_shared_base_eval(storage, experiment, cfg))
+        if trials_per_worker > 1:
+            from sweep.packing import run_packed_trial
+
+            run_packed_trial(cfg.model_dump(), base, trials_per_worker, experiment, reporter, base_eval)
+        else:
+            train(cfg, reporter, base_eval=base_eval)
     finally:
         if mirror is not None:
             mirror.push()

@@ -21,6 +21,7 @@ from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
 from sweep.config import SweepConfig
+from sweep.live_page import LiveFeed
 from sweep.loggers import logging_callbacks
 from sweep.notify import notifiers
 from sweep.samplers import make_sampler
@@ -180,9 +181,11 @@ def build_trainable(cfg: SweepConfig):
     r = cfg.resources
     bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name,
                                 workers=r.workers_per_trial, worker_resources=(r.cpus_per_trial, r.gpus_per_trial),
-                                run=uuid.uuid4().hex[:12], max_restarts=cfg.failures.max_trial_restarts)
+                                run=uuid.uuid4().hex[:12], max_restarts=cfg.failures.max_trial_restarts, trials_per_worker=r.trials_per_worker)
     if r.workers_per_trial > 1:  # the trial only drives; Ray Train asks for each worker's CPUs and GPUs itself
         return tune.with_resources(bound, {"cpu": 0.01})
+    if r.trials_per_worker > 1:  # K trials' shares make one pack host's CPUs; the host asks for none (sweep.packing)
+        return tune.with_resources(bound, {"cpu": r.cpus_per_trial / r.trials_per_worker})
     return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
 
 
@@ -216,7 +219,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             name=cfg.name,
             storage_path=store.root,
             storage_filesystem=None if store.is_local else store.fs,
-            callbacks=[*logging_callbacks(cfg), *notifiers(cfg)],
+            callbacks=[*logging_callbacks(cfg), *notifiers(cfg), LiveFeed(cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())],
             stop=build_stopper(cfg),
             # a trial whose process died starts again from its newest checkpoint; one that raised refuses to (sweep.attempts)
             failure_config=tune.FailureConfig(max_failures=cfg.failures.max_trial_restarts),

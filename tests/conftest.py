@@ -1,4 +1,4 @@
-"""Shared fixtures: a private cache for built base policies, a live hotel MCP server, the task set."""
+"""Shared fixtures: Ray's dashboard off in every sweep a test runs (but the one that checks it), a private cache for built base policies, a live hotel MCP server, the task set."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from configkit import environ
 from grpo.config import DEFAULT_TASKS
 from toolenvs.local.launch import LocalEnvServer
 from toolenvs.task import load_tasks
@@ -58,6 +59,14 @@ def pytest_make_collect_report(collector):
     if os.environ.get("CI") == "true" and report.skipped and not _skip_allowed(report):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where only GPU tests may skip: {report.longrepr}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_dashboard():
+    """Sweeps the tests run (in process or as ``python -m sweep``, which inherits this) start no Ray dashboard:
+    each costs seconds to start, and its agents can outlive a killed driver (FIELD_NOTES)."""
+    with environ.GRPO_SWEEP_DASHBOARD.temporarily("0"):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

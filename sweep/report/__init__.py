@@ -3,7 +3,8 @@
 ``store`` reads the sweep (local or S3), ``load`` parses its records, ``summary`` makes the leaderboard and
 the per-env table, ``rules`` diagnoses, ``importance`` reads the Optuna study, ``trajectories`` groups
 the eval dumps' failures, ``plots`` draws, ``build`` assembles and ``render`` writes Markdown and HTML.
-Leaves out live sweeps' partial files beyond what is on disk, and writing the report back to S3.
+The live page (``sweep.live_page``) is the same assembly and rendering of a running sweep's results so far.
+Leaves out writing the report back to S3.
 """
 
 from __future__ import annotations

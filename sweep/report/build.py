@@ -56,7 +56,8 @@ class Report:
         return first.pass_at_1 if first else None
 
 
-STATUSES = {"finished": "finished", "zero signal": "zero signal", "error": "error"}  # every other stop: stopped early
+# every other stop: stopped early; a live sweep's trials still going are running (or pending)
+STATUSES = {"finished": "finished", "zero signal": "zero signal", "error": "error", "running": "running", "pending": "pending"}
 
 
 def _statuses(trials: list[TrialSummary]) -> dict[str, str]:
@@ -88,9 +89,15 @@ def _importance(store: SweepStore, name: str, min_complete: int) -> Importance:
 
 def build_report(uri: str, out: Path, th: Thresholds | None = None, min_complete: int = MIN_COMPLETE) -> Report:
     """Everything the report shows, its plots written under ``out``."""
-    th = th or Thresholds()
     store = SweepStore(uri)
     sweep = load_sweep(store)
+    return assemble(store, sweep, out, th, _importance(store, sweep.name, min_complete))
+
+
+def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | None, importance: Importance) -> Report:
+    """The report of ``sweep`` as it stands (a finished sweep's, or the live page's results so far), its plots
+    written under ``out``; ``store`` holds the eval dumps."""
+    th = th or Thresholds()
     use_eval = uses_eval(sweep)
     summaries = {t.trial_id: t for t in leaderboard(sweep)}
     judged = judge(sweep, _statuses(list(summaries.values())), th)
@@ -100,9 +107,8 @@ def build_report(uri: str, out: Path, th: Thresholds | None = None, min_complete
     env_rows = env_table(best, use_eval, th) if best else []
     ranked = [(j.trial_id, {k: summaries[j.trial_id].config.get(k) for k in sweep.swept_keys}, j.score, j.verdict) for j in judged]
     rep = Report(
-        name=sweep.name, uri=uri, metric=metric_key(use_eval), use_eval=use_eval, swept_keys=sweep.swept_keys, thresholds=th,
-        trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th),
-        importance=_importance(store, sweep.name, min_complete),
+        name=sweep.name, uri=sweep.uri, metric=metric_key(use_eval), use_eval=use_eval, swept_keys=sweep.swept_keys, thresholds=th,
+        trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th), importance=importance,
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
         judged=judged,
     )

@@ -113,19 +113,26 @@ def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
 def load_trial(store: SweepStore, folder: str) -> TrialData:
     tried = _attempts(store, folder)
     rows = _history(store, folder, tried)
-    trial_id = _trial_id(folder, rows)
     params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
+    error = (store.read_text(f"{folder}/error.txt") or "").strip()
+    return trial_from_rows(store, _trial_id(folder, rows), folder, params, rows, error, attempts.restarts(tried))
+
+
+def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[str, Any], rows: list[dict[str, Any]],
+                    error: str = "", restarts: int = 0) -> TrialData:
+    """A trial from its step rows (read back from storage, or as Tune handed them to the driver, for the live
+    page) and what the trial itself wrote to storage: its eval points and trainer config."""
     traj = f"trajectories/{trial_id}"
     trainer = store.read_text(f"{traj}/trainer_config.json")
     return TrialData(
         trial_id=trial_id,
         folder=folder,
-        config=params,
+        config=config,
         rows=rows,
         evals=_with_task_results(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))),
         trainer_config=json.loads(trainer) if trainer else None,
-        error=(store.read_text(f"{folder}/error.txt") or "").strip(),
-        restarts=attempts.restarts(tried),
+        error=error,
+        restarts=restarts,
     )
 
 
@@ -138,6 +145,11 @@ def load_sweep(store: SweepStore) -> SweepData:
     board_text = store.read_text("leaderboard.json")
     board = json.loads(board_text) if board_text else None
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
+    return sweep_of(store, trials, board, keys)
+
+
+def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
+    """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
     saved = json.loads(store.read_text("sweep_config.json") or "{}")
     return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved)
 

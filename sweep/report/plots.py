@@ -1,10 +1,15 @@
 """The report's PNG plots, drawn with matplotlib's Agg backend (no display needed).
 
-Each function takes plain series or summaries and a path, writes one PNG and returns its path.
+Each function takes plain series or summaries and a path, writes one PNG and returns its path. They draw one
+at a time in a process: pyplot and its mathtext parser are not thread-safe, and the live page
+(``sweep.live_page``) draws from its server's thread while the driver draws the final report (two at once
+failed the report with a mathtext ParseException on a tick label).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +24,25 @@ STYLES = ("-", "--", ":", "-.")
 POINTS = ("o", "s", "^", "D", "v", "x")
 
 
+_DRAWING = threading.Lock()
+
+
+def _one_at_a_time(draw):
+    @functools.wraps(draw)
+    def drawn(*args: Any, **kwargs: Any) -> Path:
+        with _DRAWING:
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
 VERDICT_COLORS = {  # one colour per verdict label (sweep.verdict.labels), the same on every plot
     "learns": "#2a9d4b", "too low": "#3b6fd4", "too high": "#d43b3b", "no signal": "#8c8c8c",
     "flat": "#e09b1a", "env-limited": "#8e44ad", "no eval": "#333333", "error": "#000000",
 }
 
 
+@_one_at_a_time
 def learning_curves(panels: dict[str, dict[str, Series]], path: Path, labels: dict[str, str] | None = None,
                     base: float | None = None, log_panels: tuple[str, ...] = ()) -> Path:
     """One panel per metric (title → trial → series), one line per trial in its verdict's colour (``labels``:
@@ -64,6 +82,7 @@ def _numeric(values: list[Any]) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
+@_one_at_a_time
 def score_vs_params(points: list[tuple[dict[str, Any], float, float | None, float | None, str]], keys: list[str], path: Path) -> Path:
     """Each trial's held-out gain over the base (with its interval) against each swept key, in its verdict's colour."""
     fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(4.2 * max(1, len(keys)), 3.6), squeeze=False)
@@ -91,6 +110,7 @@ def score_vs_params(points: list[tuple[dict[str, Any], float, float | None, floa
     return _save(fig, path)
 
 
+@_one_at_a_time
 def importance_bars(importances: dict[str, float], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 0.5 + 0.5 * len(importances)))
     names = list(importances)[::-1]

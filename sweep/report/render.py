@@ -167,12 +167,13 @@ def _html_section(s: Section) -> str:
     return "\n".join(body + ["</section>"])
 
 
-def to_html(rep: Report, parts: list[Section]) -> str:
+def to_html(rep: Report, parts: list[Section], status: str = "", script: str = "") -> str:
+    """The page; the live page (``sweep.live_page``) adds a ``status`` line under the title and its refresh ``script``."""
     title = f"Sweep report: {rep.name}"
     return "\n".join([
         "<!doctype html>", '<html><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>", f"<p>Source: <code>{html.escape(rep.uri)}</code></p>",
-        *[_html_section(s) for s in parts], "</body></html>",
+        f"<h1>{html.escape(title)}</h1>", *([f'<p id="live-status"><b>{html.escape(status)}</b></p>'] if status else []),
+        f"<p>Source: <code>{html.escape(rep.uri)}</code></p>", *[_html_section(s) for s in parts], *([script] if script else []), "</body></html>",
     ])
 
 

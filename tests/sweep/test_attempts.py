@@ -41,6 +41,16 @@ def test_a_restart_is_an_attempt_after_one_whose_process_died(trial_folder):
     assert attempts.restarts(tried) == 2
 
 
+def test_a_record_cut_short_is_skipped_and_a_new_one_is_written_whole(trial_folder):
+    """A stop landing mid-write left an empty attempt_000.json, which crashed the sweep's leaderboard."""
+    _attempt(dies=True)
+    (trial_folder / attempts.ATTEMPTS_DIR / "attempt_000.json").write_text("")  # as an older version could leave it
+    _attempt(resumed_from=2)
+    tried = attempts.read(LocalFileSystem(), str(trial_folder))
+    assert [(a.number, a.resumed_from) for a in tried] == [(0, 2)]  # the broken record said nothing: replaced
+    assert [p.name for p in (trial_folder / attempts.ATTEMPTS_DIR).iterdir()] == ["attempt_000.json"]  # no partial file left
+
+
 def test_a_stop_or_pause_is_no_restart(trial_folder):
     _attempt(raises=SystemExit(0))  # how Tune stops or pauses a function trial (ASHA, PBT)
     _attempt(resumed_from=3)

@@ -209,7 +209,7 @@ def started(monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(sweep.run, "prepare_environment", lambda: calls.append("environment"))
     monkeypatch.setattr(sweep.bases, "prepare_bases", lambda cfg, store=None: calls.append("bases"))
-    monkeypatch.setattr(sweep.run, "_fit_and_report", lambda cfg, store, make_tuner: calls.append("tune") or 0)
+    monkeypatch.setattr(sweep.run, "_fit_and_report", lambda cfg, store, make_tuner, watch: calls.append("tune") or 0)
     return calls
 
 
@@ -356,7 +356,7 @@ def test_a_start_refused_after_its_folder_was_written_leaves_nothing(tmp_path, m
     so the next `run` is not told to resume, and `resume` is not asked to continue a sweep that never began."""
     import sweep.run
 
-    def refuse(cfg, store, make_tuner):
+    def refuse(cfg, store, make_tuner, watch):
         started.append("tune")
         raise ConfigError("resources: key 'resources.cpus_per_trial' = 64: each trial asks for 64 CPU, the Ray cluster has 2; lower it")
 

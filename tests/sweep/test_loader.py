@@ -107,7 +107,7 @@ def test_the_trainer_config_is_parsed_once_in_the_driver(tmp_path, monkeypatch):
 
     built = []
 
-    def fit_nothing(cfg, store, make_tuner):
+    def fit_nothing(cfg, store, make_tuner, watch):
         built.append(make_tuner())  # the Tuner as the sweep builds it: searcher, scheduler, trainable and its base
         return 0
 

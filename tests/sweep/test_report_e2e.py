@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from sweep.__main__ import main
 from sweep.report.build import build_report
 from sweep.report.summary import env_status
 from sweep.verdict.thresholds import Thresholds
-from tests.conftest import TEST_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", Path(tempfile.gettempdir()) / "artifacts")) / "sweep-report"
@@ -28,33 +26,10 @@ PROBE = """<script>addEventListener("load", () => document.body.setAttribute("da
 
 
 @pytest.fixture(scope="module")
-def real_sweep(tmp_path_factory, private_cache) -> Path:
-    """Two trials of up to three steps on the tiny policy, eval every step, zero-signal rule on."""
-    import yaml
-
-    tmp = tmp_path_factory.mktemp("report_sweep")
-    space = {
-        "name": "report_e2e",
-        "trainer": {"total_steps": 3, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2},
-                    "eval": {"interval": 1, "max_tasks": 2, "n_samples": 2}},
-        "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}},
-        "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 3, "metric": "eval/avg_pass_at_1"},
-        "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
-        "stopping": {"zero_signal": {"enabled": True, "threshold": 1e-3, "patience": 2}},
-        "resources": {"cpus_per_trial": 1},
-        "logging": {"progress": False, "tensorboard": False},
-        "max_concurrent_trials": 2,
-        "storage": str(tmp / "results"),
-    }
-    (tmp / "space.yaml").write_text(yaml.safe_dump(space))
-    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
-    try:
-        run = subprocess.run([sys.executable, "-m", "sweep", "run", str(tmp / "space.yaml")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return tmp / "results" / "report_e2e"
+def real_sweep(watched_sweep) -> Path:
+    """Two trials of up to three steps on the tiny policy, eval every step, zero-signal rule on (``tests/sweep/live_watch.py``;
+    the live page's tests watched it run)."""
+    return watched_sweep.path
 
 
 def _lines(path: Path) -> list[dict]:

@@ -1,0 +1,195 @@
+"""Curriculum task sampling: draw tasks by their learning potential, from a running estimate of each
+task's pass rate.
+
+Each task keeps Beta-like counts (passes ``a``, fails ``b``; its estimate ``p = a / (a + b)``), starting at
+one of each, plus the base policy's probe when ``sweep forecast --save-probe`` wrote one. Whenever a task
+is rolled out its counts are multiplied by ``decay`` and its new results added, so the estimate follows
+the policy. A task's learning potential is ``1 - p^n - (1 - p)^n`` (the chance that a group of n has a
+pass and a fail: the group has signal) or ``p (1 - p)``; draws follow the potentials mixed with a uniform
+``floor`` share, so a task the policy always or never solves fades but is still drawn now and then, and
+comes back when its estimate moves. Without replacement inside a batch, with replacement across steps.
+
+The math is pure functions (tested by hand); ``CurriculumSampler`` holds the counts and a seeded RNG and
+is checkpointed like the plain sampler (``state``/``restore``, JSON). The probe file's format is defined
+here, the lower floor, and written by ``sweep.forecast``. Left out: per-env balancing (an env's share is
+the sum of its tasks' weights, reported as ``curriculum/{env_key}/weight``), and any use of eval tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from configkit.base import ConfigError
+from grpo.config import TrainerConfig
+from toolenvs.outcomes import passed
+from toolenvs.task import Task
+
+PROBE_FORMAT = "grpo-sweep/probe"
+PROBE_VERSION = 1
+
+
+def signal_probability(p: float, n: int) -> float:
+    """P(a group of n binary rewards has both a pass and a fail) at pass rate p: ``1 - p^n - (1-p)^n``."""
+    return 1.0 - p**n - (1.0 - p) ** n
+
+
+def learnability(p: float, n: int) -> float:
+    """``p (1 - p)``: the variance of one binary reward (n is not used)."""
+    return p * (1.0 - p)
+
+
+LEARNING_POTENTIALS: dict[str, Callable[[float, int], float]] = {"signal": signal_probability, "learnability": learnability}
+
+
+def learning_potential(name: str) -> Callable[[float, int], float]:
+    """``(p, n) -> potential`` by name; an unknown name lists the valid ones."""
+    if name not in LEARNING_POTENTIALS:
+        raise ValueError(f"unknown learning potential {name!r} (valid: {', '.join(LEARNING_POTENTIALS)})")
+    return LEARNING_POTENTIALS[name]
+
+
+def draw_probabilities(potentials: Sequence[float], floor: float) -> list[float]:
+    """Each task's chance per draw: ``(1 - floor) * w_i / sum(w) + floor / N``; uniform when every
+    potential is 0. Sums to 1; every task gets at least ``floor / N``."""
+    count, total = len(potentials), sum(potentials)
+    if total <= 0:
+        return [1.0 / count] * count
+    return [(1.0 - floor) * w / total + floor / count for w in potentials]
+
+
+def updated_counts(passes: float, fails: float, new_passes: int, new_fails: int, decay: float) -> tuple[float, float]:
+    """The counts after one observation: the old ones times ``decay`` plus the new results."""
+    return passes * decay + new_passes, fails * decay + new_fails
+
+
+def weighted_sample(rng: random.Random, probabilities: Sequence[float], size: int) -> list[int]:
+    """``size`` indices drawn by ``probabilities``, without replacement within each run through the tasks
+    (when ``size`` exceeds them, the next run starts over). Efraimidis–Spirakis keys ``log(u) / w_i``, largest
+    first: one uniform draw per task and run, so the result depends only on the RNG's state. A task of
+    probability 0 comes last."""
+    chosen: list[int] = []
+    while len(chosen) < size:
+        keys = [math.log(1.0 - rng.random()) / w if w > 0 else -math.inf for w in probabilities]
+        order = sorted(range(len(keys)), key=lambda i: keys[i], reverse=True)
+        chosen += order[: size - len(chosen)]
+    return chosen
+
+
+def task_results(episodes: Iterable[Any]) -> dict[str, tuple[int, int]]:
+    """(passes, fails) of each task over episodes with ``task_key``, ``reward`` and ``env_error``; episodes
+    that failed in the environment count neither way."""
+    results: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in episodes:
+        if not e.env_error:
+            results[e.task_key][0 if passed(e.reward) else 1] += 1
+    return {key: (p, f) for key, (p, f) in results.items()}
+
+
+@dataclass(frozen=True)
+class CurriculumSettings:
+    potential: str  # a name in LEARNING_POTENTIALS
+    floor: float
+    decay: float
+    group_size: int  # rollout.n_samples_per_prompt: the n of the signal probability
+
+    @classmethod
+    def of(cls, cfg: TrainerConfig) -> CurriculumSettings:
+        c = cfg.data.curriculum
+        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt)
+
+
+class CurriculumSampler:
+    """Draws tasks by learning potential; ``observe`` updates the estimates from a step's episodes. The
+    same interface as ``grpo.data.TaskSampler`` (``next_batch``, ``observe``, ``metrics``, ``state``,
+    ``restore``), so the loop does not know which it has."""
+
+    def __init__(self, tasks: list[Task], seed: int, settings: CurriculumSettings, prior: Mapping[str, tuple[int, int]] | None = None):
+        self.tasks = tasks
+        self.settings = settings
+        self.rng = random.Random(seed)
+        prior = prior or {}
+        self.counts = {t.task_key: [1.0 + passes, 1.0 + fails] for t in tasks for passes, fails in [prior.get(t.task_key, (0, 0))]}
+
+    def pass_rates(self) -> list[float]:
+        return [a / (a + b) for a, b in (self.counts[t.task_key] for t in self.tasks)]
+
+    def probabilities(self) -> list[float]:
+        potential = learning_potential(self.settings.potential)
+        return draw_probabilities([potential(p, self.settings.group_size) for p in self.pass_rates()], self.settings.floor)
+
+    def next_batch(self, size: int) -> list[Task]:
+        return [self.tasks[i] for i in weighted_sample(self.rng, self.probabilities(), size)]
+
+    def observe(self, episodes: Iterable[Any]) -> None:
+        for key, (passes, fails) in sorted(task_results(episodes).items()):
+            if key in self.counts:
+                self.counts[key] = list(updated_counts(*self.counts[key], passes, fails, self.settings.decay))
+
+    def metrics(self) -> dict[str, float]:
+        """``curriculum/{env_key}/weight`` (the env's share of the next draw), the expected share of groups
+        with signal under these weights, and the mean estimated pass rate."""
+        probabilities, rates = self.probabilities(), self.pass_rates()
+        by_env: dict[str, float] = defaultdict(float)
+        for task, prob in zip(self.tasks, probabilities):
+            by_env[task.env_key] += prob
+        n = self.settings.group_size
+        return {
+            **{f"curriculum/{env}/weight": share for env, share in sorted(by_env.items())},
+            "curriculum/expected_signal": sum(prob * signal_probability(p, n) for prob, p in zip(probabilities, rates)),
+            "curriculum/mean_pass_rate": sum(rates) / len(rates),
+        }
+
+    def state(self) -> dict:
+        version, internal, gauss = self.rng.getstate()
+        return {"counts": {key: list(value) for key, value in self.counts.items()}, "rng": [version, list(internal), gauss]}
+
+    def restore(self, state: dict) -> None:
+        if "counts" not in state:
+            raise ValueError("the checkpoint's task sampler is the plain one, and this config asks for data.curriculum: resume with the config it was saved with")
+        self.counts = {key: list(value) for key, value in state["counts"].items()}
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
+
+def write_probe(path: str | Path, results: Iterable[Any], samples: int) -> Path:
+    """Save a probe's per-task success counts (records with ``task_key``, ``env_key``, ``successes``,
+    ``samples``) as JSON, for ``data.curriculum.prior_path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tasks = [{"task_key": r.task_key, "env_key": r.env_key, "successes": r.successes, "samples": r.samples} for r in results]
+    path.write_text(json.dumps({"format": PROBE_FORMAT, "version": PROBE_VERSION, "k": samples, "tasks": tasks}, indent=1) + "\n")
+    return path
+
+
+def read_probe(path: str | Path) -> dict[str, tuple[int, int]]:
+    """A probe file as ``{task_key: (successes, failures)}``; anything else is a ConfigError naming the key."""
+    where = f"key 'data.curriculum.prior_path' = {str(path)!r}"
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot read it as JSON ({exc}); write one with `python -m sweep forecast --save-probe`") from None
+    if not isinstance(data, dict) or data.get("format") != PROBE_FORMAT or data.get("version") != PROBE_VERSION:
+        raise ConfigError(f"{where}: not a probe file (format {PROBE_FORMAT!r} version {PROBE_VERSION}); write one with `python -m sweep forecast --save-probe`")
+    try:
+        return {t["task_key"]: (int(t["successes"]), int(t["samples"]) - int(t["successes"])) for t in data["tasks"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: a task record lacks task_key, successes or samples ({exc})") from None
+
+
+def curriculum_sampler(cfg: TrainerConfig, tasks: list[Task]) -> CurriculumSampler:
+    """The trial's curriculum sampler; a probe that names none of the training tasks is refused (another
+    task set's, or another split's)."""
+    prior = read_probe(cfg.data.curriculum.prior_path) if cfg.data.curriculum.prior_path else None
+    if prior is not None and not any(t.task_key in prior for t in tasks):
+        raise ConfigError(
+            f"key 'data.curriculum.prior_path' = {cfg.data.curriculum.prior_path!r}: none of its {len(prior)} tasks is a training task "
+            "of this config; probe this config with `python -m sweep forecast --save-probe`"
+        )
+    return CurriculumSampler(tasks, cfg.seed, CurriculumSettings.of(cfg), prior)

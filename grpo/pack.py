@@ -1,0 +1,214 @@
+"""Packed trials: K LoRA trials in one process over one copy of the frozen base (``resources.trials_per_worker``).
+
+A ``Pack`` loads the base once and wraps it in one peft model with a named adapter per member
+(``grpo.lora.add_adapter``). Each ``Member`` keeps what makes it a trial of its own: its adapter, an AdamW
+over that adapter's parameters alone, its torch and Python RNG states, task sampler, shuffle generator,
+evals, output folder and checkpoint root. A member's step is the trainer's own ``train_step`` run with its
+adapter active (``set_adapter``: the only parameters that train) and its RNG swapped in, so a packed trial
+reports, step for step, what it would have alone. Its reference is the base with every adapter off. Its
+checkpoint is its adapter under peft's lone-adapter name and its optimizer (``grpo.checkpoint``), which
+resumes alone or in any pack.
+
+Members may join and leave while others run (a Tune scheduler stops one trial; the next takes its place).
+Keys under ``grpo.config.PACK_WIDE_KEYS`` must be equal across a pack (they make its base), and so must
+the training tasks; a member that differs is refused with ``PackError`` naming the key.
+Leaves out: rollouts of several members in one batched forward (each member samples alone), several
+ranks or a GPU (FSDP2 wraps the base before adapters are added: unverified, refused), and Tune itself.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from configkit.base import ConfigError, dotted_keys
+from grpo.build import Models, open_environments, policy_source
+from grpo.chat import ChatFormat
+from grpo.config import TrainerConfig, pack_wide
+from grpo.data import trial_tasks
+from grpo.distributed import on_gpu
+from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
+from grpo.reporting import Reporter
+from grpo.rollout.hf import HFGenerator
+from grpo.trainer import Progress, start_process, start_progress, train_step
+from toolenvs.backend import EnvBackend
+
+
+class PackError(ConfigError):
+    """A trial that cannot join a pack: it would change the shared base, or the pack cannot run where it is."""
+
+
+@dataclass
+class RngState:
+    """A member's global random state, swapped in around its work so the others' draws do not move it."""
+
+    torch: torch.Tensor
+    python: Any
+
+    @classmethod
+    def now(cls) -> RngState:
+        return cls(torch.get_rng_state(), random.getstate())
+
+    def apply(self) -> None:
+        torch.set_rng_state(self.torch)
+        random.setstate(self.python)
+
+
+@dataclass
+class Member:
+    """One packed trial: its config, its adapter's models (the policy module is the pack's), where it is, its RNG."""
+
+    name: str
+    cfg: TrainerConfig
+    models: Models
+    progress: Progress
+    rng: RngState
+    next_step: int
+
+    @property
+    def done(self) -> bool:
+        return self.next_step > self.cfg.total_steps
+
+
+class Pack:
+    """The shared base and its members. Enter it to start the environments; ``join``, ``step``, ``leave``."""
+
+    def __init__(self, cfg: TrainerConfig):
+        """``cfg``: any member's config; its pack-wide keys are the pack's (every member must share them)."""
+        if cfg.model.lora is None:
+            raise PackError("resources.trials_per_worker > 1 packs LoRA trials on one base: set trainer.model.lora")
+        if on_gpu():
+            raise PackError("packed LoRA trials run on CPU for now (adapters added after FSDP2 wraps the base are unverified): "
+                            "set resources.trials_per_worker: 1 on GPU workers")
+        self.cfg = cfg
+        self.ranks = start_process(cfg.model_copy(update={"output_dir": None}))
+        if self.ranks.sharded:
+            raise PackError(f"packed LoRA trials run in one process, not {self.ranks.world} workers: set resources.workers_per_trial: 1")
+        self.train_tasks, self.eval_tasks = trial_tasks(cfg)
+        tokenizer, self._load, _ = policy_source(cfg, self.train_tasks, self.ranks)
+        self.chat = ChatFormat(tokenizer)
+        self.policy: torch.nn.Module | None = None  # the PeftModel, made when the first member joins
+        self.members: dict[str, Member] = {}
+        self._envs = open_environments(cfg, self.train_tasks + self.eval_tasks)
+        self.envs: EnvBackend | None = None
+        self._names = 0
+
+    def __enter__(self) -> Pack:
+        self.envs = self._envs.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._envs.__exit__(*exc)
+        self.envs = None
+
+    def join(self, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None) -> Member:
+        """Add a trial: its adapter (drawn from its seed), optimizer and progress, from ``cfg.resume_from`` when set."""
+        check_packable(self.cfg, cfg)
+        train_tasks, eval_tasks = trial_tasks(cfg)
+        if [t.task_key for t in train_tasks] != [t.task_key for t in self.train_tasks]:
+            raise PackError("a packed trial must train on the pack's tasks (its base was warm-started on them); "
+                            "the eval split keys (eval.interval, eval.ratio, ...) decide them: keep them equal across the pack")
+        start_process(cfg)
+        name = f"trial_{self._names}"
+        self._names += 1
+        if self.policy is None:
+            self.policy = with_adapter(self._load(True), cfg.model.lora, cfg.seed, name=name)
+        else:
+            add_adapter(self.policy, name, cfg.model.lora, cfg.seed)
+        outer = RngState.now()
+        try:
+            self._activate(name)
+            optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+            reference = AdapterOff(self.policy) if cfg.algorithm.kl_coef > 0 else None
+            generator = HFGenerator(self.policy, stop_id=self.chat.end_id, pad_id=self.chat.pad_id)
+            models = Models(self.chat, self.policy, reference, optimizer, generator, self.ranks)
+            progress = start_progress(cfg, models, train_tasks, eval_tasks, base_eval)  # seeds, then resumes
+            member = Member(name, cfg, models, progress, RngState.now(), progress.first_step)
+        finally:
+            outer.apply()
+        self.members[name] = member
+        return member
+
+    def step(self, member: Member) -> tuple[int, dict[str, float], str | None]:
+        """One GRPO step of ``member`` (its adapter active, its RNG in place): (step, metrics, checkpoint or None)."""
+        if member.done:
+            raise ValueError(f"{member.name} has run its {member.cfg.total_steps} steps")
+        assert self.envs is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
+        with self.active(member):
+            metrics, saved = train_step(member.cfg, member.models, member.progress, self.envs, member.next_step)
+        member.next_step += 1
+        return member.next_step - 1, metrics, saved
+
+    def leave(self, member: Member) -> None:
+        """Drop a member: its adapter, optimizer state and progress go; the base stays for the next to join."""
+        self.members.pop(member.name, None)
+        if self.policy is not None and len(self.policy.peft_config) > 1:
+            with warnings.catch_warnings():  # peft says which adapter it made active instead: the next step sets its own
+                warnings.filterwarnings("ignore", message=f"Adapter {member.name} was active which is now deleted")
+                self.policy.delete_adapter(member.name)
+        # the last adapter stays in the model (peft needs one); a member that joins next adds its own and it is never active again
+
+    @contextmanager
+    def active(self, member: Member) -> Iterator[None]:
+        """``member``'s adapter is the one that runs and trains, and its RNG state is the global one."""
+        outer = RngState.now()
+        self._activate(member.name)
+        member.rng.apply()
+        try:
+            yield
+        finally:
+            member.rng = RngState.now()
+            outer.apply()
+            member.models.optimizer.zero_grad(set_to_none=True)  # the next member's grad-norm clip walks every adapter's grads
+
+    def _activate(self, name: str) -> None:
+        assert self.policy is not None
+        self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
+
+
+def check_packable(pack: TrainerConfig, trial: TrainerConfig) -> None:
+    """A trial may join a pack when it is LoRA and agrees with it on every pack-wide key (``grpo.config.PACK_WIDE_KEYS``)."""
+    if trial.model.lora is None:
+        raise PackError("a packed trial must be a LoRA trial (model.lora): full fine-tuning changes the shared base")
+    differ = base_differences(pack, trial)
+    if differ:
+        shown = ", ".join(f"'{k}' ({a!r} vs {b!r})" for k, a, b in differ[:5])
+        raise PackError(f"packed trials share one base, so these keys must be equal across the pack: {shown}; "
+                        "sweep them with resources.trials_per_worker: 1")
+
+
+def base_differences(a: TrainerConfig, b: TrainerConfig) -> list[tuple[str, Any, Any]]:
+    """(dotted key, a's value, b's value) for every pack-wide key on which two trial configs differ."""
+    da, db = a.model_dump(), b.model_dump()
+    out = []
+    for key in dotted_keys(TrainerConfig):
+        if pack_wide(key):
+            va, vb = _get(da, key), _get(db, key)
+            if va != vb:
+                out.append((key, va, vb))
+    return out
+
+
+def _get(tree: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
+
+
+def train_packed(cfgs: Sequence[TrainerConfig], reporters: Sequence[Reporter]) -> None:
+    """Run K trials as one pack, round robin, one step each in turn, until every one has run its steps
+    (``grpo.trainer.train`` for K trials at once; each reports to its own reporter)."""
+    with Pack(cfgs[0]) as pack:
+        members = [pack.join(cfg) for cfg in cfgs]
+        while any(not m.done for m in members):
+            for member, reporter in zip(members, reporters):
+                if not member.done:
+                    reporter.report(*pack.step(member))

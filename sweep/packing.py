@@ -1,0 +1,127 @@
+"""Packed trials under Tune (``resources.trials_per_worker`` = K > 1): a pack host actor holds one base and up
+to K members (``grpo.pack``); each Tune trial stays a Tune trial, a thin function trainable that joins a host
+on its node, asks it for each step, reports and checkpoints as an unpacked trial does, and leaves when it
+ends, is stopped (ASHA) or fails, so the next trial Tune starts takes the freed place.
+
+Resources: a trial asks Tune for ``cpus_per_trial / K`` CPUs and the host for none, so Tune's accounting
+holds: K trials' shares are the one process's CPUs. Hosts are detached named actors per node and base
+(``pack-{sweep}-{base hash}-{node}-{i}``, made on first use with ``get_if_exists``, ended by their last member's
+leaving); a trial tries them in order and joins the first with room. A host serves one call at a time, so
+its members' steps take turns; each report adds ``pack/members`` (trials in the host at that step) and
+``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
+Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
+evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``.
+Leaves out: batched rollouts across members, GPUs, PBT and several workers (refused in ``sweep.checks``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any
+
+STALE_S = 900.0  # a member silent this long, while others wait for its place, has lost its trial
+
+
+class PackHost:
+    """The Ray actor: a ``grpo.pack.Pack`` on the sweep's base trainer config, stepped for its members' trials."""
+
+    def __init__(self, base: dict[str, Any], capacity: int):
+        from grpo.config import TrainerConfig
+        from grpo.pack import Pack
+
+        self.capacity = capacity
+        self.pack = Pack(TrainerConfig.model_validate(base)).__enter__()
+        self.members: dict[str, Any] = {}
+        self.last_seen: dict[str, float] = {}
+
+    def join(self, trial_id: str, cfg: dict[str, Any], base_eval: dict[str, Any] | None = None) -> bool:
+        """Take trial ``trial_id`` (its validated config, as a dict); False when full."""
+        from grpo.config import TrainerConfig
+
+        if trial_id in self.members:  # the same trial again (its process restarted): start it over from its config
+            self.pack.leave(self.members.pop(trial_id))
+        self._evict_stale()
+        if len(self.members) >= self.capacity:
+            return False
+        self.members[trial_id] = self.pack.join(TrainerConfig.model_validate(cfg), base_eval)
+        self.last_seen[trial_id] = time.monotonic()
+        return True
+
+    def step(self, trial_id: str) -> tuple[int, dict[str, float], str | None] | None:
+        """The member's next step: (step, metrics, checkpoint directory or None); None once it has run them all."""
+        member = self.members[trial_id]
+        self.last_seen[trial_id] = time.monotonic()
+        if member.done:
+            return None
+        step, metrics, saved = self.pack.step(member)
+        self.last_seen[trial_id] = time.monotonic()
+        return step, {**metrics, "pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}, saved
+
+    def leave(self, trial_id: str) -> None:
+        """The trial ended, was stopped or failed: its place frees; the host ends with its last member."""
+        member = self.members.pop(trial_id, None)
+        self.last_seen.pop(trial_id, None)
+        if member is not None:
+            self.pack.leave(member)
+        if not self.members:
+            import ray
+
+            self.pack.__exit__(None, None, None)
+            ray.actor.exit_actor()
+
+    def size(self) -> int:
+        return len(self.members)
+
+    def _evict_stale(self) -> None:
+        now = time.monotonic()
+        if len(self.members) >= self.capacity:
+            for trial_id in [t for t, seen in self.last_seen.items() if now - seen > STALE_S]:
+                self.pack.leave(self.members.pop(trial_id))
+                self.last_seen.pop(trial_id)
+
+
+def join_a_host(base: dict[str, Any], cfg: dict[str, Any], capacity: int, experiment: str, trial_id: str,
+                base_eval: dict[str, Any] | None = None, wait_s: float = 600.0):
+    """A host on this node with room for the trial (made if none has room); it has joined when this returns.
+    Hosts are detached (a host must outlive the trial that made it, its other members still train) and end
+    with their last member."""
+    import ray
+    from ray.exceptions import RayActorError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    recipe = hashlib.sha256(json.dumps(base, sort_keys=True, default=str).encode()).hexdigest()[:10]  # a host outliving its run serves only its base
+    host_class = ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(PackHost)
+    deadline = time.monotonic() + wait_s
+    while True:
+        for i in range(64):  # more hosts than a node can hold members for: trials only ever ask for a free place
+            try:
+                host = host_class.options(
+                    name=f"pack-{experiment}-{recipe}-{node[:12]}-{i}", get_if_exists=True, lifetime="detached",
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+                ).remote(base, capacity)
+                if ray.get(host.join.remote(trial_id, cfg, base_eval)):
+                    return host
+            except RayActorError:  # that host was ending (its last member left): try the next, or this name again
+                continue
+        if time.monotonic() > deadline:  # a stale member's place frees after STALE_S
+            raise RuntimeError(f"no pack host on node {node} had room for trial {trial_id} within {wait_s:.0f} s")
+        time.sleep(2.0)
+
+
+def run_packed_trial(cfg_dict: dict[str, Any], base: dict[str, Any], capacity: int, experiment: str, reporter,
+                     base_eval: dict[str, Any] | None = None) -> None:
+    """The trial's side: join, then one report per step the host runs for it; leave however it ends."""
+    import ray
+    from ray import tune
+
+    trial_id = tune.get_context().get_trial_id()
+    host = join_a_host(base, cfg_dict, capacity, experiment, trial_id, base_eval)
+    try:
+        while (out := ray.get(host.step.remote(trial_id))) is not None:
+            reporter.report(*out)
+    finally:
+        host.leave.remote(trial_id)  # also when Tune stops the trial (SystemExit in its thread) or a step raised

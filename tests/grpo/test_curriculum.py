@@ -1,0 +1,142 @@
+"""The curriculum: its math by hand, its sampler's weights following the estimates, its state and its probe file."""
+
+from __future__ import annotations
+
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from configkit.base import ConfigError
+from grpo.config import TrainerConfig
+from grpo.curriculum import (
+    CurriculumSampler,
+    CurriculumSettings,
+    draw_probabilities,
+    learnability,
+    learning_potential,
+    read_probe,
+    signal_probability,
+    task_results,
+    updated_counts,
+    weighted_sample,
+    write_probe,
+)
+from grpo.data import TaskSampler, make_sampler
+
+
+def _episode(task_key: str, reward: float, env_error: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(task_key=task_key, reward=reward, env_error=env_error)
+
+
+def test_learning_potentials_by_hand():
+    assert signal_probability(0.5, 4) == pytest.approx(1 - 1 / 16 - 1 / 16)  # 0.875
+    assert signal_probability(0.25, 2) == pytest.approx(1 - 0.0625 - 0.5625)  # 0.375: one pass and one fail in two
+    assert signal_probability(0.0, 8) == 0.0 and signal_probability(1.0, 8) == 0.0
+    assert learnability(0.25, 99) == pytest.approx(0.1875)
+    assert learning_potential("signal") is signal_probability
+    with pytest.raises(ValueError, match="valid: signal, learnability"):
+        learning_potential("entropy")
+
+
+def test_draw_probabilities_mix_the_weights_with_an_even_floor():
+    probs = draw_probabilities([0.5, 0.0, 0.25], floor=0.1)
+    # 0.9 * w / 0.75 + 0.1 / 3
+    assert probs == pytest.approx([0.6 + 1 / 30, 1 / 30, 0.3 + 1 / 30])
+    assert sum(probs) == pytest.approx(1.0)
+    assert draw_probabilities([0.0, 0.0], floor=0.0) == [0.5, 0.5]  # nothing has potential: uniform
+    assert draw_probabilities([3.0, 1.0], floor=1.0) == [0.5, 0.5]
+
+
+def test_counts_decay_then_add():
+    assert updated_counts(3.0, 1.0, 2, 2, 0.5) == (3.5, 2.5)
+    assert updated_counts(3.0, 1.0, 0, 4, 1.0) == (3.0, 5.0)
+
+
+def test_weighted_sample_is_seeded_distinct_within_a_run_and_follows_the_weights():
+    probs = [0.7, 0.2, 0.1, 0.0]
+    assert weighted_sample(random.Random(3), probs, 3) == weighted_sample(random.Random(3), probs, 3)
+    assert len(set(weighted_sample(random.Random(1), probs, 4))) == 4  # without replacement within a run
+    assert weighted_sample(random.Random(1), probs, 4)[-1] == 3  # probability 0 comes last
+    long = weighted_sample(random.Random(1), probs, 9)  # past the tasks: runs start over
+    assert sorted(long[:4]) == [0, 1, 2, 3] and sorted(long[4:8]) == [0, 1, 2, 3]
+    rng = random.Random(0)
+    firsts = [weighted_sample(rng, probs, 1)[0] for _ in range(20000)]
+    for index, want in enumerate(probs):  # the first draw of a run follows the probabilities exactly
+        assert firsts.count(index) / len(firsts) == pytest.approx(want, abs=0.015)
+
+
+def test_task_results_count_passes_and_fails_and_skip_env_errors():
+    got = task_results([_episode("a", 1.0), _episode("a", 0.0), _episode("a", 0.4), _episode("b", 1.0, env_error=True), _episode("c", 0.5)])
+    assert got == {"a": (1, 2), "c": (1, 0)}
+
+
+def _sampler(tasks, floor=0.1, decay=0.8, prior=None, seed=0):
+    return CurriculumSampler(tasks, seed, CurriculumSettings("signal", floor, decay, 4), prior)
+
+
+def test_saturated_tasks_fade_and_come_back_when_their_estimate_moves(tasks):
+    three = tasks[:3]
+    sampler = _sampler(three)
+    assert sampler.probabilities() == pytest.approx([1 / 3] * 3)  # every task starts at one pass, one fail
+    solved = three[0].task_key
+    for _ in range(5):
+        sampler.observe([_episode(solved, 1.0)] * 4 + [_episode(three[1].task_key, r) for r in (1.0, 0.0, 0.0, 1.0)])
+    a, b = sampler.counts[solved]
+    # one observation: (1 * 0.8 + 4, 1 * 0.8) = (4.8, 0.8); five: b = 0.8^5
+    assert b == pytest.approx(0.8**5) and a == pytest.approx(0.8**5 + 4 * (1 + 0.8 + 0.8**2 + 0.8**3 + 0.8**4))
+    faded = sampler.probabilities()
+    assert faded[0] < 0.1 < 0.4 < faded[1] and faded[0] >= 0.1 / 3  # fades, down to no less than the floor's share
+    for _ in range(3):
+        sampler.observe([_episode(solved, r) for r in (1.0, 0.0, 1.0, 0.0)])
+    assert sampler.probabilities()[0] > 3 * faded[0]  # the policy forgot it: it is drawn again
+
+
+def test_curriculum_state_round_trips_through_json_and_continues_exactly(tasks):
+    sampler = _sampler(tasks[:20], seed=7)
+    batch = sampler.next_batch(5)
+    sampler.observe([_episode(t.task_key, float(i % 2)) for i, t in enumerate(batch * 2)])
+    saved = json.loads(json.dumps(sampler.state()))
+    want = [[t.task_key for t in sampler.next_batch(4)] for _ in range(3)]
+    fresh = _sampler(tasks[:20], seed=99)
+    fresh.restore(saved)
+    assert [[t.task_key for t in fresh.next_batch(4)] for _ in range(3)] == want
+    assert fresh.counts == sampler.counts
+    with pytest.raises(ValueError, match="plain one"):
+        fresh.restore(TaskSampler(tasks[:20], 0).state())
+
+
+def test_metrics_report_each_envs_share_and_the_expected_signal(tasks):
+    sampler = _sampler(tasks[:4], floor=0.0)
+    metrics = sampler.metrics()
+    assert metrics["curriculum/hotel/weight"] == pytest.approx(1.0)
+    assert metrics["curriculum/expected_signal"] == pytest.approx(signal_probability(0.5, 4))
+    assert metrics["curriculum/mean_pass_rate"] == pytest.approx(0.5)
+
+
+def test_a_probe_file_seeds_the_estimates(tasks, tmp_path):
+    probe = [SimpleNamespace(task_key=tasks[0].task_key, env_key="hotel", successes=8, samples=8),
+             SimpleNamespace(task_key=tasks[1].task_key, env_key="hotel", successes=3, samples=8)]
+    path = write_probe(tmp_path / "probe.json", probe, 8)
+    assert read_probe(path) == {tasks[0].task_key: (8, 0), tasks[1].task_key: (3, 5)}
+    cfg = TrainerConfig.model_validate({"data": {"curriculum": {"enabled": True, "prior_path": str(path)}}})
+    sampler = make_sampler(cfg, tasks[:3])
+    assert isinstance(sampler, CurriculumSampler)
+    assert sampler.counts[tasks[0].task_key] == [9.0, 1.0] and sampler.counts[tasks[1].task_key] == [4.0, 6.0]
+    assert sampler.counts[tasks[2].task_key] == [1.0, 1.0]  # not probed
+    with pytest.raises(ConfigError, match="none of its 2 tasks is a training task"):
+        make_sampler(cfg, tasks[5:8])
+    (tmp_path / "bad.json").write_text('{"tasks": []}')
+    bad = cfg.model_copy(update={"data": cfg.data.model_copy(update={"curriculum": cfg.data.curriculum.model_copy(update={"prior_path": str(tmp_path / "bad.json")})})})
+    with pytest.raises(ConfigError, match="data.curriculum.prior_path.*not a probe file.*--save-probe"):
+        make_sampler(bad, tasks[:3])
+    assert isinstance(make_sampler(TrainerConfig(), tasks[:3]), TaskSampler)  # off by default
+
+
+def test_curriculum_config_is_bounded():
+    from pydantic import ValidationError
+
+    for bad in ({"floor": 1.5}, {"decay": 0.0}, {"weight": "entropy"}, {"extra": 1}):
+        with pytest.raises(ValidationError):
+            TrainerConfig.model_validate({"data": {"curriculum": bad}})

@@ -1,0 +1,34 @@
+"""``resources.trials_per_worker``: a space that packs LoRA trials loads; one that would pack what cannot share a
+base (no LoRA, a swept model or env key, several workers, vLLM, a GPU, PBT) fails at load, naming the key."""
+
+from __future__ import annotations
+
+from tests.sweep.test_config import _fails, _load
+
+LORA = """
+name: t
+trainer: {total_steps: 3, model: {lora: {rank: 4}}}
+space:
+  optim.lr: {loguniform: [1.0e-4, 1.0e-2]}
+  algorithm.kl_coef: {choice: [0.0, 0.01]}
+  model.lora.rank: {choice: [4, 8]}
+  rollout.n_samples_per_prompt: {choice: [2, 4]}
+resources: {trials_per_worker: 4}
+"""
+
+
+def test_a_lora_space_packs_with_per_trial_keys(tmp_path):
+    assert _load(tmp_path, LORA).resources.trials_per_worker == 4
+
+
+def test_what_cannot_share_a_base_is_refused_by_name(tmp_path):
+    _fails(tmp_path, LORA.replace(", model: {lora: {rank: 4}}", "").replace("  model.lora.rank: {choice: [4, 8]}\n", ""),
+           "'resources.trials_per_worker' = 4 packs LoRA trials", "set trainer.model.lora")
+    _fails(tmp_path, LORA.replace("space:\n", "space:\n  model.hidden_size: {choice: [64, 128]}\n"),
+           "'space.model.hidden_size' changes the base the packed trials share", "trials_per_worker: 1")
+    _fails(tmp_path, LORA.replace("space:\n", "space:\n  model.dtype: {choice: [float32, bfloat16]}\n"), "'space.model.dtype' changes the base")
+    _fails(tmp_path, LORA.replace("space:\n", "space:\n  eval.split_seed: {choice: [0, 1]}\n"), "'space.eval.split_seed' changes the base")
+    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, workers_per_trial: 2}"), "with workers_per_trial = 2")
+    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, gpus_per_trial: 1}"), "with gpus_per_trial = 1")
+    _fails(tmp_path, LORA + "scheduler: {type: pbt, mutations: {optim.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\nsearch: {searcher: random}\n",
+           "with scheduler.type 'pbt'")
