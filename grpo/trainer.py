@@ -24,8 +24,6 @@ from typing import Any
 
 import torch
 
-from grpo.algorithm import advantages_by_group, signal_by_group
-from grpo.batching import TrainBatch, collate
 from grpo.build import Models, build_models, open_environments, release_cached_memory
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.config import TrainerConfig
@@ -38,7 +36,9 @@ from grpo.evaluation import Evals, evaluate, share_base_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
 from grpo.process import resident_gib
 from grpo.reporting import Reporter
+from grpo.rollout import check_logprob_gap
 from grpo.schedule import lr_multiplier
+from grpo.train_batch import training_batch
 from grpo.update import UpdateSettings, policy_update
 from toolenvs.backend import EnvBackend
 from toolenvs.task import Task
@@ -192,33 +192,6 @@ def run_step(cfg: TrainerConfig, models: Models, sampler: TaskSampler | Curricul
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     lr = models.optimizer.param_groups[0]["lr"]
     return {**step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, lr), **rollouts.metrics, **sampler.metrics()}
-
-
-def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
-    """The sampler's and the policy's log-probs of the sampled tokens must agree: a jump means the sampler
-    is not sampling from the policy being trained (a weight sync that did not take)."""
-    if fail is not None and gap > fail:
-        raise RuntimeError(
-            f"rollout/logprob_gap {gap:.3f} > rollout.logprob_gap_max {fail}: the sampler's log-probs no longer match the policy's, "
-            "so its weights are not the trained ones (a failed weight sync?); the trial stops rather than train off-policy"
-        )
-    if gap > warn:
-        log.warning("rollout/logprob_gap %.3f > rollout.logprob_gap_warn %s: the sampler drifts from the policy", gap, warn)
-
-
-def training_batch(episodes: list[Trajectory], cfg: TrainerConfig, pad_id: int) -> TrainBatch:
-    """Every episode of this rank with its group-relative advantage; those that failed in the environment
-    keep their row with nothing to train on (so every rank has the same number of sequences and mini-batches),
-    and so do those of groups without signal under ``algorithm.zero_variance_groups: mask``."""
-    a = cfg.algorithm
-    rewards, groups = torch.tensor([t.reward for t in episodes]), torch.tensor([t.group_id for t in episodes])
-    valid = torch.tensor([not t.env_error for t in episodes])
-    advantages = advantages_by_group(rewards, groups, valid, a.std_eps, a.normalize_std, a.std_floor).tolist()
-    trains = valid & signal_by_group(rewards, groups, valid) if a.zero_variance_groups == "mask" else valid
-    ids = [t.token_ids or [pad_id, pad_id] for t in episodes]
-    masks = [t.loss_mask if keep else [0] * len(i) for t, i, keep in zip(episodes, ids, trains.tolist())]
-    sampled = [t.sampler_logprobs if t.token_ids else [float("nan")] * 2 for t in episodes]
-    return collate(ids, masks, [0.0 if t.env_error else adv for t, adv in zip(episodes, advantages)], pad_id, sampled)
 
 
 def step_metrics(episodes: list[Trajectory], stats: dict[str, float], rollout_s: float, step_s: float, lr: float) -> dict[str, float]:

@@ -9,12 +9,15 @@ only when ``needs_weight_sync``, i.e. the sampler is not the training module its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,3 +46,15 @@ class Generator(Protocol):
     def sleep(self) -> None: ...
 
     def wake(self) -> None: ...
+
+
+def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
+    """The sampler's and the policy's log-probs of the sampled tokens must agree: a jump means the sampler
+    is not sampling from the policy being trained (a weight sync that did not take)."""
+    if fail is not None and gap > fail:
+        raise RuntimeError(
+            f"rollout/logprob_gap {gap:.3f} > rollout.logprob_gap_max {fail}: the sampler's log-probs no longer match the policy's, "
+            "so its weights are not the trained ones (a failed weight sync?); the trial stops rather than train off-policy"
+        )
+    if gap > warn:
+        log.warning("rollout/logprob_gap %.3f > rollout.logprob_gap_warn %s: the sampler drifts from the policy", gap, warn)

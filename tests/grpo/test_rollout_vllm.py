@@ -8,8 +8,8 @@ import logging
 import pytest
 import torch
 
+from grpo.rollout import check_logprob_gap
 from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_visible_devices, visible_devices, weight_buckets
-from grpo.trainer import check_logprob_gap
 
 
 @pytest.mark.parametrize(
