@@ -67,13 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.num_samples is not None:
         sets["search.num_samples"] = args.num_samples
     cfg = load_space(args.space, sets)
-    store = _reachable(cfg.storage)
-    fresh = args.fresh or _failed_start(store, cfg.name)
-    try:
-        return run_sweep(cfg, fresh=fresh, space=str(args.space), watch=watch)
-    except BaseException:
-        _forget_failed_start(store, cfg.name)
-        raise
+    _reachable(cfg.storage)
+    return run_sweep(cfg, fresh=args.fresh, space=str(args.space), watch=watch)
 
 
 def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
@@ -85,29 +80,6 @@ def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
     if problem:
         raise ConfigError(problem)
     return store
-
-
-def _failed_start(store: Storage, name: str) -> bool:
-    """A sweep folder with its config but no tuner state is a start refused or killed before Tune began (no
-    trial ran): ``resume`` has nothing to continue there, so ``run`` starts over in it, and says so."""
-    from sweep.resume import CONFIG_FILE, STATE_FILE
-
-    if store.exists(name, CONFIG_FILE) and not store.exists(name, STATE_FILE):
-        print(f"{store.display(name)}: a start that failed before its first trial (a {CONFIG_FILE}, no {STATE_FILE}); starting over there", flush=True)
-        return True
-    return False
-
-
-def _forget_failed_start(store: Storage, name: str) -> None:
-    """A start refused or crashed before Tune saved its state leaves no folder (it would block the next
-    ``run`` and give ``resume`` nothing); once Tune has saved state, the folder stays for ``resume``."""
-    from sweep.resume import STATE_FILE
-
-    try:
-        if store.exists(name) and not store.exists(name, STATE_FILE):
-            store.delete_dir(name)
-    except OSError as exc:  # the first error is the one to show; say what is left
-        print(f"{store.display(name)} could not be removed ({exc}); `python -m sweep run ...` starts over there", file=sys.stderr)
 
 
 def _cmd_confirm(args: argparse.Namespace) -> int:

@@ -9,6 +9,8 @@ least 10 s); the Optuna searcher copies its study to storage each time Tune save
 
 from __future__ import annotations
 
+import sys
+
 from configkit import environ
 from configkit.base import ConfigError
 from sweep.config import SweepConfig
@@ -40,6 +42,25 @@ def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:
         )
     store.delete_dir(name)
     optuna_db_path(store, name).unlink(missing_ok=True)  # a local study left from an earlier run of this name
+
+
+def failed_start(store: Storage, name: str) -> bool:
+    """A sweep folder with its config but no tuner state is a start refused or killed before Tune began (no
+    trial ran): ``resume`` has nothing to continue there, so ``run`` starts over in it, and says so."""
+    if store.exists(name, CONFIG_FILE) and not store.exists(name, STATE_FILE):
+        print(f"{store.display(name)}: a start that failed before its first trial (a {CONFIG_FILE}, no {STATE_FILE}); starting over there", flush=True)
+        return True
+    return False
+
+
+def forget_failed_start(store: Storage, name: str) -> None:
+    """A start refused or crashed before Tune saved its state leaves no folder (it would block the next
+    ``run`` and give ``resume`` nothing); once Tune has saved state, the folder stays for ``resume``."""
+    try:
+        if store.exists(name) and not store.exists(name, STATE_FILE):
+            store.delete_dir(name)
+    except OSError as exc:  # the first error is the one to show; say what is left
+        print(f"{store.display(name)} could not be removed ({exc}); `python -m sweep run ...` starts over there", file=sys.stderr)
 
 
 def save_config(store: Storage, cfg: SweepConfig) -> None:

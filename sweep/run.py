@@ -31,19 +31,23 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.live_server``).
     """
     from sweep.bases import prepare_bases
-    from sweep.resume import save_config, start_fresh
+    from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
 
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
-    start_fresh(store, cfg.name, fresh, space)
-    if base_evals_from and store.exists(base_evals_from, "base_evals"):
-        store.copy((base_evals_from, "base_evals"), (cfg.name, "base_evals"))
-    prepare_environment()
-    prepare_bases(cfg, store)
-    save_config(store, cfg)
-    from sweep.tuner import build_tuner
+    start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space)
+    try:
+        if base_evals_from and store.exists(base_evals_from, "base_evals"):
+            store.copy((base_evals_from, "base_evals"), (cfg.name, "base_evals"))
+        prepare_environment()
+        prepare_bases(cfg, store)
+        save_config(store, cfg)
+        from sweep.tuner import build_tuner
 
-    return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
+        return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
+    except BaseException:
+        forget_failed_start(store, cfg.name)
+        raise
 
 
 def resume_sweep(uri: str, watch: Watch | None = None) -> int:

@@ -389,6 +389,25 @@ def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkey
     assert (tmp_path / "results" / "t" / "tuner.pkl").exists()  # a sweep Tune began is never removed by a refusal
 
 
+def test_a_confirm_sweep_that_crashes_at_its_start_leaves_nothing_either(tmp_path, monkeypatch, started):
+    """`sweep confirm` starts its sweep through run_sweep, with the first sweep's base evals copied in: a crash
+    before Tune began removes the new folder (copied evals and all), never the first sweep's."""
+    import sweep.bases
+    from sweep.loader import load_space
+    from sweep.run import run_sweep
+
+    def crash(cfg, store=None):
+        raise RuntimeError("the base policy's build died")
+
+    monkeypatch.setattr(sweep.bases, "prepare_bases", crash)
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE.replace("name: t", "name: t_confirm"), "results/t/base_evals/x/aggregated_results.jsonl": "{}\n"})
+    with pytest.raises(RuntimeError):
+        run_sweep(load_space(tmp_path / "space.yaml"), base_evals_from="t")
+    assert not (tmp_path / "results" / "t_confirm").exists()
+    assert (tmp_path / "results" / "t" / "base_evals" / "x" / "aggregated_results.jsonl").exists()
+
+
 def test_run_starts_over_in_a_failed_start_and_says_so(tmp_path, monkeypatch, capsys, started):
     """A folder left by an earlier version's failed start (its config, no tuner state): `resume` points to `run`,
     and `run` agrees: it starts over there."""
