@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from sweep import attempts
-from sweep.results import trial_history
+from sweep.results import trial_history, trial_id_of
 from sweep.stoppers import VARIANCE, fate
 from sweep.storage import Storage
 
@@ -46,7 +45,7 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
     history = attempts.current_rows(trial_history(result.path, result.filesystem), tried) if result.path else []
     frame = pd.DataFrame(history) if history else result.metrics_dataframe
     config = {k: result.config.get(k) for k in keys}
-    name = str(result.metrics.get("trial_id") or (Path(result.path).name if result.path else "?"))
+    name = str(result.metrics.get("trial_id") or (trial_id_of(result.path) if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
         return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"), attempts.restarts(tried))
     series = frame[metric]

@@ -105,3 +105,15 @@ def keep_before_resume(fs: pafs.FileSystem, experiment_dir: str) -> int:
         fs.copy_file(current, f"{info.path}/result.before-resume-{k}.jsonl")
         kept += 1
     return kept
+
+
+TRIAL_FOLDER = re.compile(r"^[A-Za-z_]+?_([0-9a-f]{5,}(?:_\d{5})?)_\d+_")  # Tune's {trainable}_{trial id}_{n}_{params}: ids are 8 hex (searchers) or 5 hex _ 5 digits
+
+
+def trial_id_of(folder: str, rows: list[dict[str, Any]] | None = None) -> str:
+    """A trial's id: from its reports, else from its folder's name (a trial that failed before its first
+    report has only that), so the leaderboard and the report name every trial alike."""
+    if rows and rows[-1].get("trial_id"):
+        return str(rows[-1]["trial_id"])
+    match = TRIAL_FOLDER.match(Path(folder).name)
+    return match.group(1) if match else Path(folder).name

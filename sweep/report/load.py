@@ -9,17 +9,16 @@ the Optuna study to ``importance.py``.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweep import attempts
 from sweep.report.store import SweepStore
+from sweep.results import trial_id_of
 from toolenvs.outcomes import passed
 
 EVAL_METRIC = "eval/avg_pass_at_1"
 TRAIN_METRIC = "reward/avg_pass_at_1"
-_TRIAL_ID = re.compile(r"^[A-Za-z_]+?_([0-9a-f]{5,})_")
 
 
 @dataclass
@@ -65,13 +64,6 @@ def _json_lines(text: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def _trial_id(folder: str, rows: list[dict[str, Any]]) -> str:
-    if rows and rows[-1].get("trial_id"):
-        return str(rows[-1]["trial_id"])
-    match = _TRIAL_ID.match(folder)
-    return match.group(1) if match else folder
-
-
 def _with_task_results(store: SweepStore, traj: str, evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each eval line with its per-task results; lines written before they were recorded get them from
     the eval's dumps (``global_step_N/*.jsonl``), when those are there."""
@@ -115,7 +107,7 @@ def load_trial(store: SweepStore, folder: str) -> TrialData:
     rows = _history(store, folder, tried)
     params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
     error = (store.read_text(f"{folder}/error.txt") or "").strip()
-    return trial_from_rows(store, _trial_id(folder, rows), folder, params, rows, error, attempts.restarts(tried))
+    return trial_from_rows(store, trial_id_of(folder, rows), folder, params, rows, error, attempts.restarts(tried))
 
 
 def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[str, Any], rows: list[dict[str, Any]],

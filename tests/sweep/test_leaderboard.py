@@ -64,3 +64,22 @@ def test_the_report_reads_the_same_history_and_restarts(tmp_path):
     restarted_trial(tmp_path)
     (trial,) = load_sweep(SweepStore(str(tmp_path / "sweep"))).trials
     assert (trial.restarts, trial.steps, [r[METRIC] for r in trial.rows]) == (1, 2, [0.1, 0.3])
+
+
+def test_a_trial_is_named_alike_from_its_reports_or_from_its_folder_alone():
+    """A trial that failed before its first report has only its folder: the leaderboard and the report must
+    both name it by its trial id (they named it by folder and by id, so it was listed twice)."""
+    from sweep.results import trial_id_of
+
+    assert trial_id_of("/s/demo/run_trial_954fe51d_1_optim_lr=0.0001_2026-11-24_03-40-56") == "954fe51d"  # a searcher's id
+    assert trial_id_of("run_trial_abcde_00012_12_lr=0.1_2026-11-24") == "abcde_00012"  # random/grid's
+    assert trial_id_of("run_trial_abcde_00012_12_lr=0.1", [{"trial_id": "other"}]) == "other"  # its reports say
+    assert trial_id_of("not_a_tune_folder") == "not_a_tune_folder"
+
+
+def test_a_trial_that_failed_before_its_first_report_is_named_by_its_id(tmp_path):
+    folder = tmp_path / "run_trial_954fe51d_3_optim_lr=0.0001_2026-11-24_03-40-56"
+    folder.mkdir()
+    result = SimpleNamespace(path=str(folder), filesystem=LocalFileSystem(), metrics={}, config={}, error="RuntimeError: x", metrics_dataframe=None)
+    row = leaderboard.trial_row(result, METRIC, "max", 2, [])
+    assert (row.trial, row.status) == ("954fe51d", "error")
