@@ -4,6 +4,7 @@ leave; keys that change the base are refused by name."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -40,6 +41,14 @@ def _cfg(trial: dict, **extra) -> TrainerConfig:
     return TrainerConfig.model_validate({**BASE, **trial, **extra})
 
 
+@functools.cache
+def _alone(i: int) -> ListReporter:
+    """``TRIALS[i]`` trained alone, once for the module (the tests compare packs against the same lone runs)."""
+    reporter = ListReporter()
+    train(_cfg(TRIALS[i]), reporter)
+    return reporter
+
+
 def _assert_same_reports(packed: ListReporter, alone: ListReporter, what: str, unequal: tuple[str, ...] = UNEQUAL) -> None:
     assert [s for s, _ in packed.reports] == [s for s, _ in alone.reports], what
     for (step, got), (_, want) in zip(packed.reports, alone.reports):
@@ -53,9 +62,7 @@ def _assert_same_reports(packed: ListReporter, alone: ListReporter, what: str, u
 @pytest.mark.slow
 def test_four_packed_trials_report_what_each_reports_alone():
     cfgs = [_cfg(t) for t in TRIALS]
-    alone = [ListReporter() for _ in cfgs]
-    for cfg, reporter in zip(cfgs, alone):
-        train(cfg, reporter)
+    alone = [_alone(i) for i in range(len(TRIALS))]
     packed = [ListReporter() for _ in cfgs]
     train_packed(cfgs, packed)
     for i, (p, a) in enumerate(zip(packed, alone)):
@@ -99,10 +106,7 @@ def test_a_member_that_joins_after_another_left_runs_as_it_would_alone():
     """A stopped trial leaves mid-run and a new one takes its place: the newcomer's adapter is drawn from
     its own seed and its reports match its lone run; the one that stayed is unmoved by the churn."""
     stays, leaves, joins = _cfg(TRIALS[0]), _cfg(TRIALS[1]), _cfg(TRIALS[2])
-    alone = {}
-    for name, cfg in (("stays", stays), ("joins", joins)):
-        alone[name] = ListReporter()
-        train(cfg, alone[name])
+    alone = {"stays": _alone(0), "joins": _alone(2)}
     got = {"stays": ListReporter(), "joins": ListReporter()}
     with Pack(stays) as pack:
         a, b = pack.join(stays), pack.join(leaves)
@@ -139,8 +143,7 @@ def test_a_member_that_fails_leaves_and_the_others_go_on_as_alone():
     """A member whose step raises (its guard on the sampler's log-prob gap set below any float noise) takes
     only its own trial down: it leaves, and the other member reports what it reports alone."""
     stays, fails = _cfg(TRIALS[0]), _cfg(TRIALS[1], rollout={**BASE["rollout"], "logprob_gap_max": 1e-30})
-    alone = ListReporter()
-    train(stays, alone)
+    alone = _alone(0)
     got = ListReporter()
     with Pack(stays) as pack:
         a, b = pack.join(stays), pack.join(fails)
