@@ -43,7 +43,6 @@ import pytest
 import yaml
 
 from sweep.cluster_local import HEAD_PORT_FLAGS, LocalCluster, derive
-from tests.conftest import TEST_MODEL
 from tests.sweep.test_job_submit import free_ports, wait_for_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,16 +154,9 @@ def seed_head_venv(project: Path) -> None:
 
 def tiny_space(name: str, storage: Path) -> dict:
     """test_job_submit's space: one trial of 2 GRPO steps on the tiny test model, one CPU."""
-    return {
-        "name": name,
-        "trainer": {"total_steps": 2, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2}},
-        "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
-        "search": {"searcher": "random", "num_samples": 1, "seed": 0},
-        "scheduler": {"type": "fifo"},
-        "resources": {"cpus_per_trial": 1},
-        "max_concurrent_trials": 1,
-        "storage": str(storage),
-    }
+    from tests.sweep.test_job_submit import space_data
+
+    return space_data(name, storage)
 
 
 def ray_cli(args: list[str], env: dict[str, str], timeout_s: float) -> str:

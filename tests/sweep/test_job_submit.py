@@ -105,17 +105,22 @@ def wait_for_client(address: str, deadline_s: float = 90):
             time.sleep(0.5)
 
 
-def tiny_space(tmp_path: Path) -> Path:
-    space = {
-        "name": "job",
+def space_data(name: str, storage: Path) -> dict:
+    """One trial of 2 GRPO steps on the tiny test model, one CPU (the loopback cluster test submits it too)."""
+    return {
+        "name": name,
         "trainer": {"total_steps": 2, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2}},
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
         "search": {"searcher": "random", "num_samples": 1, "seed": 0},
         "scheduler": {"type": "fifo"},
         "resources": {"cpus_per_trial": 1},
         "max_concurrent_trials": 1,
-        "storage": str(tmp_path / "results"),
+        "storage": str(storage),
     }
+
+
+def tiny_space(tmp_path: Path) -> Path:
+    space = space_data("job", tmp_path / "results")
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(space))
     return path
