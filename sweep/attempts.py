@@ -114,14 +114,15 @@ class Recorder:
         try:
             yield
         except Exception as exc:
-            self._end(raised=f"{type(exc).__name__}: {exc}"[:2000])
+            self.end(raised=f"{type(exc).__name__}: {exc}"[:2000])
             raise
         except BaseException:  # Tune stopping or pausing the trial (SystemExit in its thread)
-            self._end()
+            self.end()
             raise
-        self._end()
+        self.end()
 
-    def _end(self, raised: str | None = None) -> None:
+    def end(self, raised: str | None = None) -> None:
+        """Mark the attempt ended (again: the latest end, and what it raised, if anything, is the one kept)."""
         self.attempt.ended, self.attempt.raised = time.time(), raised
         self._write()
 

@@ -33,10 +33,14 @@ class TuneReporter:
     """Hands each step's metrics, and its checkpoint when there is one, to Tune (which keeps its own copy).
 
     With S3 storage, ``mirror`` uploads what the step wrote (eval trajectories) before Tune hears of the step.
+    Once the last step is handed over, the attempt is marked ended (``record``): Tune stops a trial at its
+    last step (the step limit, ASHA's max_t) without waiting for the function to return, and a process it
+    does not reuse dies with it, so the end recorded on the way out would often be cut short.
     """
 
-    def __init__(self, mirror: DirMirror | None = None, attempt: int = 0):
-        self.mirror, self.attempt = mirror, attempt
+    def __init__(self, mirror: DirMirror | None = None, record: attempts.Recorder | None = None, last_step: int = 0):
+        self.mirror, self.record, self.last_step = mirror, record, last_step
+        self.attempt = record.attempt.number if record is not None else 0
 
     def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
         from ray import tune
@@ -47,11 +51,13 @@ class TuneReporter:
         checkpoints.record_step(step, {**result, "timestamp": time.time(), "pid": os.getpid()})
         if checkpoint is None:
             tune.report(result)
-            return
-        checkpoints.name_next(step)
-        tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint))
-        checkpoints.mark_complete(tune.get_checkpoint(), step)
-        shutil.rmtree(checkpoint, ignore_errors=True)  # Tune has persisted it to the sweep's storage
+        else:
+            checkpoints.name_next(step)
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+            checkpoints.mark_complete(tune.get_checkpoint(), step)
+            shutil.rmtree(checkpoint, ignore_errors=True)  # Tune has persisted it to the sweep's storage
+        if self.record is not None and step >= self.last_step:  # (tune.report returns as the actor takes the result, before the driver decides)
+            self.record.end()
 
 
 def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConfig:
@@ -107,7 +113,7 @@ def run_one_process(
     if base.get("output_dir") is None:  # the trial's own folder: an earlier attempt's evals after the checkpoint go
         forget_evals_after(output_dir, overrides.get("resume_from"), mirror)
     cfg = trial_config(base, overrides)
-    reporter, base_eval = TuneReporter(mirror, record.attempt.number), _shared_base_eval(storage, experiment, cfg)
+    reporter, base_eval = TuneReporter(mirror, record, cfg.total_steps), _shared_base_eval(storage, experiment, cfg)
     try:
         if trials_per_worker > 1:
             from sweep.packing import run_packed_trial

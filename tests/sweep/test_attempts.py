@@ -59,6 +59,22 @@ def test_a_stop_or_pause_is_no_restart(trial_folder):
     assert attempts.restarts(tried) == 0
 
 
+@pytest.mark.filterwarnings("ignore:`report` is meant to only be called")
+def test_the_last_steps_report_marks_the_attempt_ended_before_the_function_returns(trial_folder):
+    """Tune stops a trial at its last step without waiting for the function (a process it does not reuse
+    dies with it): the end is recorded as the last step is handed over, not only on the way out."""
+    from sweep.trial import TuneReporter
+
+    record = Recorder.start("run-1")
+    reporter = TuneReporter(None, record, last_step=2)
+    reporter.report(1, {"loss": 0.5})
+    assert [a.ended for a in attempts.read(LocalFileSystem(), str(trial_folder))] == [None]
+    reporter.report(2, {"loss": 0.4})
+    tried = attempts.read(LocalFileSystem(), str(trial_folder))
+    assert tried[0].ended is not None and tried[0].raised is None
+    assert attempts.restarts([*tried, Attempt(1, "run-1", 2, 0.0)]) == 0  # a later start would be no restart
+
+
 def test_a_trial_that_raised_is_not_started_again_in_the_same_run(trial_folder):
     _attempt(raises=ValueError("rollout.max_turns must be positive"))
     with pytest.raises(RaisedBefore) as info:
