@@ -2,12 +2,13 @@
 
     python bench/verdict.py truth [--results DIR]   # the ground-truth grid (bench/verdict_truth.yaml, ~2.5 h on 2 cores) -> bench/data/verdict_truth.json
     python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
-    python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged together
+    python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged again together
 
 The truth: the learning space's recipe, base and held-out split; eight learning rates from too low to too
 high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``). For every
-horizon h (5, 10, ... 30 steps) a setting's truth label is the majority of its seeds' verdicts on their
-evals up to h (the same verdict code as the sweep's, on three seeds where the sweep has one), and the
+horizon h (5, 10, ... 30 steps) a setting's truth label is the label most of its seeds' verdicts on their
+evals up to h share (the same verdict code as the sweep's, on three seeds where the sweep has one; ``mixed``
+where no label has two of three, and then, like ``undecided``, no trial is judged against it), and the
 truth's top set is the settings whose mean gain over seeds is within two standard errors of the best's.
 The data and the script that made them are committed, so the bench need not rerun the grid.
 
@@ -18,8 +19,10 @@ nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON li
 ``top1_learns`` (share of seeds whose #1 the sweep itself labels "learns": held-out pass@1 above the base
 outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
-whose truth is "learns"; target 0), ``verdict_agreement`` (share of judged trials whose verdict is their
-setting's truth label; target >= 0.9), and the last two again with each trial judged by either grid
+whose truth is "learns"; target 0), ``verdict_agreement`` (share of trials with a clear truth whose verdict
+is their setting's truth label, an ``undecided`` verdict counted as a miss; target >= 0.9),
+``verdict_agreement_decided`` (the same over trials not judged ``undecided``), ``undecided_share``,
+``trials_truth_unclear``, and ``top1_in_truth_top`` and ``verdict_agreement`` again with each trial judged by either grid
 setting around its LR (``_bracketed``: the grid is a factor ~3 apart, and between a learner and a flat
 setting the truth is unknown). Not a CI test.
 """
@@ -107,6 +110,16 @@ def judge_run(base: EvalPoint, run: dict[str, Any], horizon: int) -> tuple[float
     return score.gain, verdict(ev, score).label
 
 
+UNCLEAR = ("mixed", "undecided")  # truth labels no trial can be judged against
+
+
+def majority(labels: Counter) -> str:
+    """The label more than half the seeds share; ``mixed`` where none does (1 learns, 1 flat, 1 undecided
+    is no truth, and picking one of them would make one at random)."""
+    label, count = labels.most_common(1)[0]
+    return label if 2 * count > sum(labels.values()) else "mixed"
+
+
 def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     """Per horizon: every setting's gains over seeds, their mean, its majority label; and the top set."""
     base = _eval(data["base"])
@@ -122,7 +135,7 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
             labels = Counter(label for _, label in judged)
             settings.append({"lr": lr, "gains": gains, "mean": fmean(gains) if gains else None,
                              "se": stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else None,
-                             "labels": [label for _, label in judged], "label": labels.most_common(1)[0][0]})
+                             "labels": [label for _, label in judged], "label": majority(labels)})
         scored = [s for s in settings if s["mean"] is not None]
         best = max(scored, key=lambda s: s["mean"])
         top = [s["lr"] for s in scored if best["mean"] - s["mean"] <= 2 * math.hypot(best["se"] or 0.0, s["se"] or 0.0)]
@@ -202,11 +215,14 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     top = truth[horizon_of(max(int(r.get("steps", 0)) for r in rows))]["top"]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
-    agree = [r["verdict"] == s["label"] for r, s in matched]
-    agree_bracketed = [any(r["verdict"] == s["label"] for s in b) for (r, _), b in zip(matched, around)]
+    clear = [(r, s, b) for (r, s), b in zip(matched, around) if s["label"] not in UNCLEAR]  # a truth to judge against
+    agree = [r["verdict"] == s["label"] for r, s, _ in clear]
+    agree_decided = [r["verdict"] == s["label"] for r, s, _ in clear if r["verdict"] != "undecided"]
+    agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
     return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
-            "collapsed_above_learner": collapsed, "agree": agree, "agree_bracketed": agree_bracketed,
+            "collapsed_above_learner": collapsed, "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
+            "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
@@ -226,13 +242,26 @@ def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
     print(json.dumps(summarize(per_seed, steps, truth, [folder])))
 
 
+def rejudged(board: Path) -> list[dict[str, Any]]:
+    """A kept sweep's leaderboard judged again by this checkout's rules (``sweep.report.judge``, as the
+    report does), each trial's fate (status, steps) as the sweep saved it."""
+    from sweep.report.judge import judge, row
+    from sweep.report.load import load_sweep
+    from sweep.report.store import SweepStore
+
+    saved = {r["trial"]: r for r in json.loads(board.read_text())}
+    judged = judge(load_sweep(SweepStore(str(board.parent))), {name: r["status"] for name, r in saved.items()})
+    return [{**saved[j.trial_id], **row(j, saved[j.trial_id]["config"])} for j in judged if j.trial_id in saved]
+
+
 def judge_kept(folders: list[Path]) -> None:
-    """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again together."""
+    """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again
+    together by this checkout's verdict rules."""
     truth = _truth()
     per_seed, steps = [], 0
     for folder in folders:
         for board in sorted(folder.glob("s*/demo_cpu/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
-            rows = json.loads(board.read_text())
+            rows = rejudged(board)
             steps = max([steps, *(int(r.get("steps", 0)) for r in rows)])
             result = {"seed": int(board.parts[-3][1:]), **judge_seed(rows, truth)}
             per_seed.append(result)
@@ -243,19 +272,26 @@ def judge_kept(folders: list[Path]) -> None:
 
 
 def _truth() -> dict[str, Any]:
+    """The truth table from the grid's committed runs, labelled by this checkout's rules (the table stored
+    beside them is the one their commit's rules gave)."""
     if not TRUTH_DATA.is_file():
         raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
-    return json.loads(TRUTH_DATA.read_text())["truth"]
+    return truth_table(json.loads(TRUTH_DATA.read_text()))
 
 
 def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path]) -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
     bracketed = [a for r in per_seed for a in r["agree_bracketed"]]
+    decided = [a for r in per_seed for a in r["agree_decided"]]
+    judged = sum(len(r["verdicts"]) for r in per_seed)
     return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
+            "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
+            "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,
+            "trials_truth_unclear": sum(r["truth_unclear"] for r in per_seed),
             "top1_in_truth_top_bracketed": round(sum(r["top1_in_top_bracketed"] for r in per_seed) / len(per_seed), 3),
             "verdict_agreement_bracketed": round(sum(bracketed) / len(bracketed), 3) if bracketed else None,
             "truth_top_share": {h: t["top_share"] for h, t in truth.items()}, "results": ", ".join(map(str, folders))}

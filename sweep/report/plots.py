@@ -38,7 +38,7 @@ def _one_at_a_time(draw):
 
 VERDICT_COLORS = {  # one colour per verdict label (sweep.verdict.labels), the same on every plot
     "learns": "#2a9d4b", "too low": "#3b6fd4", "too high": "#d43b3b", "no signal": "#8c8c8c",
-    "flat": "#e09b1a", "env-limited": "#8e44ad", "no eval": "#333333", "error": "#000000",
+    "undecided": "#17a2b8", "flat": "#e09b1a", "env-limited": "#8e44ad", "no eval": "#333333", "error": "#000000",
 }
 
 

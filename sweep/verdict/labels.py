@@ -13,7 +13,9 @@ directly (``policy/update_kl``: the policy before vs after each step's update; `
     learns       held-out pass@1 rose above the base by more than noise
     too low      it held, and the updates were too small to move the policy
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
-    flat         it held although the updates moved the policy
+    undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
+                 too few evals to tell learning (or harm) from noise
+    flat         it held, by less than ``min_delta``, although the updates moved the policy
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from statistics import fmean, median
 from sweep.verdict.score import EvalPoint, Score
 from sweep.verdict.thresholds import EPS, Thresholds
 
-LABELS = ("learns", "too low", "too high", "no signal", "env-limited", "flat", "no eval", "error")
+LABELS = ("learns", "too low", "too high", "no signal", "env-limited", "undecided", "flat", "no eval", "error")
 
 
 @dataclass(frozen=True)
@@ -123,5 +125,10 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None) -> Verdict
     if base is not None and (base >= th.saturated - EPS or base <= th.failing + EPS):
         where = "already solves" if base >= th.saturated - EPS else "almost never solves"
         return Verdict("env-limited", f"held-out pass@1 held ({_interval(s)}); the base {where} the held-out tasks ({base:.3f})")
+    if abs(s.gain) >= th.min_delta - EPS:  # "held" would claim more than the evals show: a single eval's interval is ~±0.1
+        direction = "gain" if s.gain > 0 else "loss"
+        evals = f"{len(s.steps)} eval{'s' if len(s.steps) != 1 else ''}"
+        return Verdict("undecided", f"held-out pass@1 within noise of the base ({_interval(s)}), yet the estimate is a {direction} of "
+                                    f"≥ {th.min_delta:g}: {evals} cannot tell it from noise; more steps (`sweep confirm`) or more eval tasks")
     moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
     return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{moved}: more steps, or another KL or n")

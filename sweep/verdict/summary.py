@@ -14,6 +14,7 @@ WHY_THEY_LOST = {
     "too high": "too high (fell below the base or collapsed)",
     "too low": "too low (updates too small to move the policy)",
     "no signal": "without signal (every group's rewards equal)",
+    "undecided": "undecided (a change within noise: too few evals to tell)",
     "flat": "flat (moved the policy, not the held-out score)",
     "env-limited": "limited by the environment",
     "no eval": "stopped before a trained eval",

@@ -112,3 +112,20 @@ def test_no_signal_env_limited_no_eval_and_error():
     assert verdict(TrialEvidence("t", status="stopped early"), Score(None)).label == "no eval"
     assert verdict(TrialEvidence("t", status="error", error="OOM"), Score(None)) == verdict(TrialEvidence("t", status="error", error="OOM"), Score(None))
     assert verdict(TrialEvidence("t", status="error", error="OOM"), Score(None)).why == "OOM"
+
+
+def test_a_change_worth_having_within_noise_is_undecided_not_flat():
+    """One eval of a few episodes per task: +0.07 with an interval reaching below 0 is no evidence that the
+    trial held (the bench's misses: ASHA-stopped learners called flat); a change under ``min_delta`` is."""
+    curves = {"variance_per_prompt": [0.1] * 4, "update_kl": [2e-3] * 4}
+    scores = score_trials(BASE, {"up": [point(4, 0.36, spread=0.25, n=4)], "down": [point(4, 0.20, spread=0.25, n=4)],
+                                 "level": [point(4, 0.32, spread=0.25, n=4)]}, size=2)
+    assert [scores[k].moved for k in ("up", "down", "level")] == ["held"] * 3
+    assert scores["up"].gain >= 0.05 and scores["down"].gain <= -0.05 and abs(scores["level"].gain) < 0.05
+    up, down, level = (verdict(TrialEvidence(k, evals=[point(4, r, spread=0.25, n=4)], base=BASE, **curves), scores[k])
+                       for k, r in (("up", 0.36), ("down", 0.20), ("level", 0.32)))
+    assert up.label == "undecided" and "a gain of ≥ 0.05" in up.why and "1 eval cannot" in up.why and "sweep confirm" in up.why
+    assert down.label == "undecided" and "a loss of ≥ 0.05" in down.why
+    assert level.label == "flat"
+    wider = Thresholds(min_delta=0.1)  # the threshold is the report's --min-delta
+    assert verdict(TrialEvidence("up", evals=[point(4, 0.36, spread=0.25, n=4)], base=BASE, **curves), scores["up"], wider).label == "flat"
