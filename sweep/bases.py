@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from configkit.base import ConfigError, apply_overrides, dotted_keys, validate
-from grpo.config import TrainerConfig
+from grpo.config import EVAL_SPLIT_KEYS, TrainerConfig
 from grpo.warmstart import RECIPE_MODEL_FIELDS
 from sweep.config import Choice, Fixed, SweepConfig
 from sweep.storage import Storage
 
 BASE_KEYS = frozenset({f"model.{name}" for name in RECIPE_MODEL_FIELDS} | {"model.warmstart_seed", "model.shipped_base", "model.cache_dir"})
-SPLIT_KEYS = frozenset({"env.tasks_path", "env.env_keys", "env.max_tasks", "eval.tasks_path", "eval.ratio", "eval.max_tasks", "eval.max_tasks_per_env", "eval.split_seed"})
+SPLIT_KEYS = frozenset({"env.tasks_path", "env.env_keys", "env.max_tasks", *EVAL_SPLIT_KEYS})
 EVAL_ONLY_KEYS = frozenset({
     "eval.n_samples", "rollout.temperature", "rollout.max_turns", "rollout.max_generate_length", "rollout.max_input_length",
     "rollout.max_sequence_length", "rollout.backend",
