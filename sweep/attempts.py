@@ -7,6 +7,7 @@ step it resumed from) and marks it ended when it leaves by its own hand: finishe
 Tune, or raised. Hence:
 
 - a restart is an attempt whose predecessor never ended, because its process died (``restarts``);
+- a trial whose steps ran in another process that died (``ProcessLost``: a pack host) is recorded as died;
 - an attempt whose predecessor raised in the same driver run refuses to train (``check_not_raised``):
   Tune retries any failure and cannot tell an exception from a lost process, and a bug or a config error
   raises again; ``sweep resume`` (another run) does retry it, from its checkpoint;
@@ -34,6 +35,11 @@ ATTEMPT = "trial/attempt"  # the key each report carries
 
 class RaisedBefore(RuntimeError):
     """The trial's previous attempt raised in this run: it is not started again."""
+
+
+class ProcessLost(RuntimeError):
+    """The process that ran the trial's steps died (a pack host, ``sweep.packing``): the attempt is recorded
+    as one whose process died, not as one that raised, so Tune's retry is a restart from the checkpoint."""
 
 
 @dataclass
@@ -113,6 +119,8 @@ class Recorder:
         """Marks the attempt ended however it leaves, and what it raised; a killed process marks nothing."""
         try:
             yield
+        except ProcessLost:  # as if this process had died: nothing more is written
+            raise
         except Exception as exc:
             self.end(raised=f"{type(exc).__name__}: {exc}"[:2000])
             raise

@@ -10,7 +10,9 @@ leaving); a trial tries them in order and joins the first with room. A host serv
 its members' steps take turns; each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
-evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``.
+evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
+that dies takes no member with it: each member's attempt ends as a lost process (``sweep.attempts.ProcessLost``),
+Tune restarts it (``failures.max_trial_restarts``) and it joins another host from its newest checkpoint.
 Leaves out: batched rollouts across members, GPUs, PBT and several workers (refused in ``sweep.checks``).
 """
 
@@ -117,11 +119,20 @@ def run_packed_trial(cfg_dict: dict[str, Any], base: dict[str, Any], capacity: i
     """The trial's side: join, then one report per step the host runs for it; leave however it ends."""
     import ray
     from ray import tune
+    from ray.exceptions import RayActorError
+
+    from sweep.attempts import ProcessLost
 
     trial_id = tune.get_context().get_trial_id()
     host = join_a_host(base, cfg_dict, capacity, experiment, trial_id, base_eval)
     try:
-        while (out := ray.get(host.step.remote(trial_id))) is not None:
+        while True:
+            try:
+                out = ray.get(host.step.remote(trial_id))
+            except RayActorError as exc:  # the host died (killed, out of memory): each member restarts from its checkpoint
+                raise ProcessLost(f"pack host of trial {trial_id} died: {exc}") from exc
+            if out is None:
+                break
             reporter.report(*out)
     finally:
         host.leave.remote(trial_id)  # also when Tune stops the trial (SystemExit in its thread) or a step raised

@@ -51,6 +51,15 @@ def test_a_record_cut_short_is_skipped_and_a_new_one_is_written_whole(trial_fold
     assert [p.name for p in (trial_folder / attempts.ATTEMPTS_DIR).iterdir()] == ["attempt_000.json"]  # no partial file left
 
 
+def test_a_lost_process_is_recorded_as_died_and_restarted_within_the_run(trial_folder):
+    """A pack host that died took the member's steps with it: a restart, not an exception to refuse."""
+    _attempt(raises=attempts.ProcessLost("pack host of trial t died"))
+    again = _attempt(resumed_from=2)  # Tune's retry in the same run is not refused
+    tried = attempts.read(LocalFileSystem(), str(trial_folder))
+    assert [(a.ended is None, a.raised) for a in tried] == [(True, None), (False, None)]
+    assert attempts.restarts(tried) == 1 and again.attempt.number == 1
+
+
 def test_a_stop_or_pause_is_no_restart(trial_folder):
     _attempt(raises=SystemExit(0))  # how Tune stops or pauses a function trial (ASHA, PBT)
     _attempt(resumed_from=3)
