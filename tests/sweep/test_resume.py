@@ -3,7 +3,8 @@
 Two trials, one at a time, six steps each, a checkpoint every two. The driver (and with it the whole local
 Ray, as when a machine dies) is killed once the first trial has finished and the second has a checkpoint
 but has not finished. After ``sweep resume`` both trials have steps 1..6 exactly once; the finished trial
-was not rerun; the interrupted one continued right after its newest checkpoint, not from step 1.
+was not rerun; the interrupted one continued right after its newest checkpoint, not from step 1. The same
+with packed LoRA trials: three, two at a time sharing a pack host, killed with their host.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
 
 
-def space(storage: str) -> dict:
-    return {
+def space(storage: str, packed: bool = False) -> dict:
+    """Two trials one at a time; ``packed``: three LoRA trials, two at a time in one pack host (``sweep.packing``)."""
+    data = {
         "name": "resume",
         "trainer": {
             "total_steps": STEPS,
@@ -49,6 +51,11 @@ def space(storage: str) -> dict:
         "max_concurrent_trials": 1,
         "storage": storage,
     }
+    if packed:
+        data["trainer"]["model"] = {**TEST_MODEL, "lora": {"rank": 2, "alpha": 4.0}}
+        data["search"]["num_samples"] = 3
+        data.update(resources={"cpus_per_trial": 2, "trials_per_worker": 2}, max_concurrent_trials=2)
+    return data
 
 
 def trial_dirs(store: Storage) -> list[str]:
@@ -100,7 +107,7 @@ def kill_midway(store: Storage, space_file: Path, env: dict, tmp_path: Path) -> 
     try:
         driver = run_cli(["run", str(space_file)], env, ROOT, ray_tmp, tmp_path / "run.log")
         try:
-            wait_for_kill_point(store, driver, tmp_path / "run.log", deadline_s=400)
+            wait_for_kill_point(store, driver, tmp_path / "run.log", deadline_s=900)
         finally:
             kill_group(driver)  # the driver and its local Ray die together, as on a lost machine
             kill_by_env("RAY_TMPDIR", ray_tmp)
@@ -115,7 +122,7 @@ def resume(experiment: str, env: dict, cwd: Path, log: Path) -> int:
     try:
         resumed = run_cli(["resume", experiment], env, cwd, ray_tmp, log)
         try:
-            return resumed.wait(timeout=400)
+            return resumed.wait(timeout=900)
         finally:
             kill_group(resumed)
             kill_by_env("RAY_TMPDIR", ray_tmp)
@@ -125,7 +132,7 @@ def resume(experiment: str, env: dict, cwd: Path, log: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", "s3", "packed"])
 def test_killed_sweep_resumes_each_trial_from_its_checkpoint(where, tmp_path, private_cache, request):
     if where == "s3":
         bucket = request.getfixturevalue("s3_bucket")
@@ -135,7 +142,7 @@ def test_killed_sweep_resumes_each_trial_from_its_checkpoint(where, tmp_path, pr
     env["GRPO_SWEEP_CACHE"] = str(private_cache)
     store = open_storage(storage)
     space_file = tmp_path / "space.yaml"
-    space_file.write_text(yaml.safe_dump(space(storage)))
+    space_file.write_text(yaml.safe_dump(space(storage, packed=where == "packed")))
     killed_at, at_kill = kill_midway(store, space_file, env, tmp_path)
 
     refused = subprocess.run([sys.executable, "-m", "sweep", "run", str(space_file)], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -150,7 +157,7 @@ def test_killed_sweep_resumes_each_trial_from_its_checkpoint(where, tmp_path, pr
     assert code == 0, (tmp_path / "resume.log").read_text()[-4000:]
 
     rows = json.loads(store.read_text("resume", "leaderboard.json"))
-    assert len(rows) == 2 and all(r["status"] == "finished" and r["steps"] == STEPS for r in rows), rows
+    assert len(rows) == (3 if where == "packed" else 2) and all(r["status"] == "finished" and r["steps"] == STEPS for r in rows), rows
     continued = []
     for trial in trial_dirs(store):
         history = trial_history(trial, store.fs)
