@@ -315,3 +315,39 @@ def test_the_config_literal_names_exactly_the_registered_policy_losses():
 
     names = set(get_args(AlgorithmConfig.model_fields["policy_loss"].annotation))
     assert names == set(POLICY_LOSSES) == set(POLICY_LOSS_EPS)
+
+
+CATEGORICAL_THETA = torch.tensor([0.5, -0.2, 0.1, -0.6, 0.3])  # the policy: softmax over five one-token answers
+CATEGORICAL_SAMPLER = torch.tensor([-0.3, 0.4, 0.1, 0.2, -0.2])  # deliberately another distribution (pi / mu from 0.44 to 2.19)
+CATEGORICAL_REWARDS = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0])
+
+
+def _categorical_gradient(seed: int, cap: float | None, n: int = 64) -> torch.Tensor:
+    """One batch of ``n`` one-token episodes drawn from the sampler: the ascent direction the update takes
+    (PPO clip on policy, old = the policy's own; each token's loss times its truncated importance weight
+    when ``cap`` is given, as ``grpo.update`` applies ``algorithm.tis_cap``). Advantage: the reward itself."""
+    g = torch.Generator().manual_seed(seed)
+    actions = torch.multinomial(torch.softmax(CATEGORICAL_SAMPLER, 0), n, replacement=True, generator=g)
+    theta = CATEGORICAL_THETA.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, 0)[actions].unsqueeze(1)
+    sampler = torch.log_softmax(CATEGORICAL_SAMPLER, 0)[actions].unsqueeze(1)
+    mask = torch.ones(n, 1)
+    out = policy_loss("ppo_clip")(logp, logp.detach(), CATEGORICAL_REWARDS[actions], mask, 0.2, 0.28)
+    loss = out.loss * truncated_importance_weights(logp.detach(), sampler, cap).weight if cap is not None else out.loss
+    loss_aggregation("token-mean")(loss, mask, 1).backward()
+    return -theta.grad
+
+
+def test_importance_correction_recovers_the_exact_on_policy_gradient():
+    """J = sum_a pi(a) r(a), so dJ/dtheta_k = pi_k (r_k - J) exactly. Sampling from mu != pi, the plain
+    estimate converges to sum_a mu(a) r(a) grad log pi(a) instead (measured: 0.13 off, 56% of |grad J|, over
+    400 batches of 64); weighting each token by pi / mu recovers grad J up to Monte Carlo noise (0.005 with
+    cap 5, never reached here), and truncating at 2 (pi / mu reaches 2.19) keeps a small bias (0.025)."""
+    pi = torch.softmax(CATEGORICAL_THETA, 0)
+    exact = pi * (CATEGORICAL_REWARDS - (pi * CATEGORICAL_REWARDS).sum())
+    error = {cap: (torch.stack([_categorical_gradient(seed, cap) for seed in range(400)]).mean(0) - exact).norm().item()
+             for cap in (None, 2.0, 5.0)}
+    size = exact.norm().item()
+    assert error[None] > 0.4 * size  # uncorrected: biased toward the sampler
+    assert error[5.0] < 0.05 * size  # corrected: the exact gradient, to noise
+    assert error[2.0] < 0.25 * error[None]  # truncated: most of the bias gone, variance bounded

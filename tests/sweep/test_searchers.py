@@ -5,6 +5,8 @@ ASHA with Optuna TPE and a starting point is covered by test_e2e.py; here each s
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.sweep.tiny_sweep import fit, load_space, ray_session, study, tiny_trainer  # noqa: F401 (ray_session is a fixture)
@@ -79,3 +81,19 @@ def test_random_and_grid(tmp_path):
     })
     ran = sorted((r.config["algorithm.kl_coef"], r.config["algorithm.kl_estimator"]) for r in fit(grid))
     assert ran == [(0.0, "k3"), (0.05, "k1"), (0.05, "k2")]
+
+
+def test_a_sweep_over_the_policy_loss_runs_each_loss(tmp_path):
+    """``algorithm.policy_loss`` as a grid axis (as ``sweep/search_spaces/policy_loss_cpu.yaml``): each trial
+    trains with its own loss, two optimizer steps per batch so the second is off-policy and can clip."""
+    cfg = load_space(tmp_path, {
+        "name": "losses",
+        "trainer": tiny_trainer(total_steps=1, algorithm={"mini_batches": 2}),
+        "space": {"algorithm.policy_loss": {"grid": ["ppo_clip", "gspo", "cispo"]}},
+        "search": {"searcher": "grid", "num_samples": 1},
+        "scheduler": {"type": "fifo"},
+    })
+    results = fit(cfg)
+    assert sorted(r.config["algorithm.policy_loss"] for r in results) == ["cispo", "gspo", "ppo_clip"]
+    for r in results:
+        assert r.metrics["training_iteration"] == 1 and math.isfinite(r.metrics["policy/loss"]), r.metrics
