@@ -26,6 +26,12 @@ CURVES = {  # title -> metric; the two KLs span decades, so they are drawn on a 
     "KL to reference": "policy/kl",
 }
 LOG_PANELS = ("update KL (before vs after each step)", "KL to reference")
+SIGNAL_CURVES = {  # drawn where some trial reported a non-zero value: the learning signal and what bought it
+    "groups with mixed outcomes (signal)": "reward/frac_mixed",
+    "dynamic sampling: extra episodes per step": "dynamic/extra_episodes",
+    "curriculum: expected groups with signal": "curriculum/expected_signal",
+    "tokens whose importance weight was truncated": "policy/tis_truncated_frac",
+}
 
 
 @dataclass
@@ -64,6 +70,17 @@ def _statuses(trials: list[TrialSummary]) -> dict[str, str]:
     return {t.trial_id: STATUSES.get(t.stop, "stopped early") for t in trials}
 
 
+def signal_panels(sweep: SweepData) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """The ``SIGNAL_CURVES`` some trial reported a non-zero value of (dynamic sampling or the curriculum on,
+    importance weights truncated), title -> trial -> (step, value)."""
+    panels = {}
+    for title, key in SIGNAL_CURVES.items():
+        series = {t.trial_id: train_series(t, key) for t in sweep.trials}
+        if any(value for points in series.values() for _, value in points):
+            panels[title] = series
+    return panels
+
+
 def _plots(sweep: SweepData, rep: Report, out: Path) -> dict[str, Path]:
     labels = {j.trial_id: j.verdict.label for j in rep.judged}
     panels = {f"{rep.metric}": {t.trial_id: pass_series(t, rep.use_eval) for t in sweep.trials}}
@@ -71,6 +88,7 @@ def _plots(sweep: SweepData, rep: Report, out: Path) -> dict[str, Path]:
     if not any(panels["update KL (before vs after each step)"].values()):  # a sweep from before the update was measured
         panels.pop("update KL (before vs after each step)")
         panels = {**panels, "clip fraction": {t.trial_id: train_series(t, "policy/clip_frac") for t in sweep.trials}}
+    panels.update(signal_panels(sweep))
     made = {"learning curves": plots.learning_curves(panels, out / "learning_curves.png", labels, rep.base, LOG_PANELS)}
     scored = [(t.config, j.score.gain, j.score.low, j.score.high, j.verdict.label)
               for j in rep.judged for t in rep.trials if t.trial_id == j.trial_id and j.score.gain is not None]

@@ -88,6 +88,7 @@ def evidence(trial: TrialData, status: str, training: bool = False) -> TrialEvid
         update_norm=_series(trial, "policy/update_norm"), clip_frac=_series(trial, "policy/clip_frac"), kl=_series(trial, "policy/kl"),
         entropy=_series(trial, "policy/entropy"), tool_error_rate=_series(trial, "rollout/tool_error_rate"),
         optimizer_steps=int(algorithm.get("mini_batches", 2)) * int(algorithm.get("ppo_epochs", 1)),
+        policy_loss=str(algorithm.get("policy_loss", "ppo_clip")),  # sweeps from before it was a choice: PPO's clip
     )
 
 

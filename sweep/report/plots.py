@@ -9,6 +9,7 @@ failed the report with a mathtext ParseException on a tick label).
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,10 @@ def learning_curves(panels: dict[str, dict[str, Series]], path: Path, labels: di
     """One panel per metric (title → trial → series), one line per trial in its verdict's colour (``labels``:
     trial → label), the step axis shared; the first panel marks the shared base; ``log_panels`` are drawn on
     a symmetric log scale (a KL of 1,000 at one step must not flatten every other curve)."""
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    rows = max(2, math.ceil(len(panels) / 2))
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 3.5 * rows), sharex=True, squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     labels = labels or {}
     trials = sorted({t for per_trial in panels.values() for t in per_trial})
@@ -66,15 +70,17 @@ def learning_curves(panels: dict[str, dict[str, Series]], path: Path, labels: di
             ax.set_yscale("symlog", linthresh=1e-5)
         ax.set_title(title + (" (log)" if title in log_panels else ""), fontsize=10)
         ax.grid(alpha=0.3)
-    for ax in axes[-1]:
+    for column in axes.T:  # the lowest drawn panel of each column carries the step axis
+        ax = [a for a in column if a.get_visible()][-1]
         ax.set_xlabel("GRPO step")
+        ax.xaxis.set_tick_params(labelbottom=True)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, names = axes.flat[0].get_legend_handles_labels()
     if not handles:
         handles, names = next((a.get_legend_handles_labels() for a in axes.flat if a.get_legend_handles_labels()[0]), ([], []))
     if handles:
         fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), fontsize=8, title="trial (verdict)")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.tight_layout(rect=(0, 0.24 / rows, 1, 1))
     return _save(fig, path)
 
 

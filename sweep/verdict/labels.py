@@ -3,8 +3,9 @@
 The rules run in a fixed order and the first that holds decides, so a trial is never both "LR too low"
 and "LR too high". A rule says a likely cause with the numbers that make it so; it never speaks where its
 evidence cannot exist: the clip fraction is read only where clipping can happen (more than one optimizer
-step per rollout batch; the first step is on-policy, its ratio is 1), and the update's size is measured
-directly (``policy/update_kl``: the policy before vs after each step's update; ``policy/update_norm``).
+step per rollout batch; the first step is on-policy, its ratio is 1) and only under PPO's token clip
+(``algorithm.policy_loss: ppo_clip``), and the update's size is measured directly (``policy/update_kl``:
+the policy before vs after each step's update; ``policy/update_norm``).
 
     error        the trial failed before a trained eval
     no eval      it stopped before its first trained eval: nothing held out to judge
@@ -47,6 +48,7 @@ class TrialEvidence:
     entropy: list[float] = field(default_factory=list)
     tool_error_rate: list[float] = field(default_factory=list)
     optimizer_steps: int = 1  # optimizer steps per rollout batch (mini_batches x ppo_epochs)
+    policy_loss: str = "ppo_clip"  # algorithm.policy_loss: the clip fraction is PPO's token clip only under ppo_clip
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,13 @@ def _interval(s: Score) -> str:
     return f"gain {s.gain:+.3f}{spread} over the base (evals at steps {', '.join(map(str, s.steps))})"
 
 
+def _clip_speaks(t: TrialEvidence) -> bool:
+    """Whether the clip fraction says how far the update went: PPO's token clip, where clipping can happen
+    (more than one optimizer step per batch). GSPO clips whole sequences at a ratio band ~1,000 times
+    narrower, and CISPO's clipped tokens keep their gradient: there it measures something else."""
+    return bool(t.clip_frac) and t.optimizer_steps > 1 and t.policy_loss == "ppo_clip"
+
+
 def _blowup(t: TrialEvidence, th: Thresholds) -> str:
     """What went wrong with the policy, where the curves say so."""
     signs = []
@@ -67,7 +76,7 @@ def _blowup(t: TrialEvidence, th: Thresholds) -> str:
         signs.append(f"KL to the reference {t.kl[0]:.2g} → {t.kl[-1]:.2g}")
     if len(t.entropy) >= 2 and t.entropy[0] > 0 and t.entropy[-1] > 2 * t.entropy[0]:
         signs.append(f"entropy {t.entropy[0]:.3g} → {t.entropy[-1]:.3g}")
-    if t.optimizer_steps > 1 and t.clip_frac and fmean(t.clip_frac) > th.high_clip:  # clipping can happen, and did, a lot
+    if _clip_speaks(t) and fmean(t.clip_frac) > th.high_clip:  # clipping can happen, and did, a lot
         signs.append(f"mean clip fraction {fmean(t.clip_frac):.2f} > {th.high_clip:g}")
     if len(t.tool_error_rate) >= 2 and t.tool_error_rate[-1] > t.tool_error_rate[0] + 0.1:
         signs.append(f"failed tool turns {t.tool_error_rate[0]:.2f} → {t.tool_error_rate[-1]:.2f}")
@@ -95,7 +104,7 @@ def _tiny_update(t: TrialEvidence, th: Thresholds) -> str | None:
             return None
         norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
         return f"median update KL {kl:.1e} < {th.tiny_update_kl:g}{norm}"
-    if t.optimizer_steps > 1 and t.clip_frac and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
+    if _clip_speaks(t) and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
         return f"mean clip fraction {fmean(t.clip_frac):.1e} < {th.low_clip:g} over {t.optimizer_steps} optimizer steps per batch"
     return None
 

@@ -137,3 +137,16 @@ def test_old_dumps_without_failure_kinds_still_load():
     a = analyze([episode])
     assert a.episodes == 1 and a.without_kinds == 1
     assert [g.name for g in a.failures] == ["false completion (<done> with score 0)"]
+
+
+def test_the_signal_curves_are_drawn_where_a_trial_has_them():
+    """Dynamic sampling's extra episodes, the curriculum's expected signal and truncated importance weights
+    get a panel when some trial reported a non-zero value; all-zero or absent keys draw nothing."""
+    from sweep.report.build import signal_panels
+    from sweep.report.load import SweepData, TrialData
+
+    plain = TrialData("plain", "f1", {}, [{"training_iteration": s, "reward/frac_mixed": 0.5, "policy/tis_truncated_frac": 0.0} for s in (1, 2)])
+    dynamic = TrialData("dyn", "f2", {}, [{"training_iteration": s, "reward/frac_mixed": 0.75, "dynamic/extra_episodes": 8.0 * s} for s in (1, 2)])
+    panels = signal_panels(SweepData("u", "s", [plain, dynamic], None, []))
+    assert list(panels) == ["groups with mixed outcomes (signal)", "dynamic sampling: extra episodes per step"]
+    assert panels["dynamic sampling: extra episodes per step"] == {"plain": [], "dyn": [(1, 8.0), (2, 16.0)]}

@@ -129,3 +129,19 @@ def test_a_change_worth_having_within_noise_is_undecided_not_flat():
     assert level.label == "flat"
     wider = Thresholds(min_delta=0.1)  # the threshold is the report's --min-delta
     assert verdict(TrialEvidence("up", evals=[point(4, 0.36, spread=0.25, n=4)], base=BASE, **curves), scores["up"], wider).label == "flat"
+
+
+@pytest.mark.parametrize("loss", ["gspo", "cispo"])
+def test_the_clip_rules_read_ppos_clip_only(loss):
+    """GSPO clips whole sequences in a band ~1,000 times narrower than PPO's (a high clip fraction is normal),
+    and CISPO's clipped tokens keep their gradient: neither's clip fraction says the LR is too high or too low."""
+    fell = [point(5, 0.10, spread=0.25), point(10, 0.05, spread=0.25)]
+    s_fell = score_trials(BASE, {"t": fell}, size=2)["t"]
+    busy = {"evals": fell, "base": BASE, "clip_frac": [0.6] * 10, "variance_per_prompt": [0.1] * 10, "optimizer_steps": 2}
+    assert "mean clip fraction" in verdict(TrialEvidence("t", **busy), s_fell).why
+    assert "clip fraction" not in verdict(TrialEvidence("t", policy_loss=loss, **busy), s_fell).why
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    s_held = score_trials(BASE, {"t": held}, size=2)["t"]
+    idle = {"evals": held, "base": BASE, "clip_frac": [0.0] * 10, "kl": [1e-6] * 10, "variance_per_prompt": [0.1] * 10, "optimizer_steps": 2}
+    assert verdict(TrialEvidence("t", **idle), s_held).label == "too low"
+    assert verdict(TrialEvidence("t", policy_loss=loss, **idle), s_held).label == "flat"
