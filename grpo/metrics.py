@@ -64,14 +64,14 @@ def _reward_block(outcomes: list[SampleOutcome], prefix: str) -> dict[str, float
     valid = [o for o in outcomes if not o.env_error]
     groups = list(group_rewards(outcomes).values())
     rewards = [o.reward for o in valid]
-    all_correct, all_wrong, mixed = group_outcome_shares(groups)
+    all_good, all_bad, mixed = group_outcome_shares(groups)
     return {
         f"{prefix}pass_at_1": fmean(passed(r) for r in rewards) if rewards else 0.0,
         f"{prefix}raw_reward": fmean(rewards) if rewards else 0.0,
         f"{prefix}variance_per_prompt": variance_per_prompt(groups),
         f"{prefix}frac_zero_variance": frac_zero_variance(groups),
-        f"{prefix}frac_all_correct": all_correct,
-        f"{prefix}frac_all_wrong": all_wrong,
+        f"{prefix}frac_all_good": all_good,
+        f"{prefix}frac_all_bad": all_bad,
         f"{prefix}frac_mixed": mixed,
         f"{prefix}env_error_frac": (len(outcomes) - len(valid)) / len(outcomes) if outcomes else 0.0,
     }
@@ -154,15 +154,15 @@ def eval_metrics(outcomes: Sequence[SampleOutcome], k: int) -> dict[str, float]:
 
 OVERALL_METRICS = (
     "reward/avg_pass_at_1", "reward/avg_raw_reward", "reward/variance_per_prompt", "reward/frac_zero_variance", "reward/env_error_frac",
-    "reward/frac_all_correct", "reward/frac_all_wrong", "reward/frac_mixed",
+    "reward/frac_all_good", "reward/frac_all_bad", "reward/frac_mixed",
     "policy/loss", "policy/clip_frac", "policy/clip_frac_low", "policy/clip_frac_high", "policy/kl", "policy/entropy",
     "policy/grad_norm", "policy/ratio_mean", "policy/lr", "policy/update_kl", "policy/update_norm",
     "policy/tis_weight_mean", "policy/tis_truncated_frac", "policy/tis_seq_masked_frac",
     "rollout/num_turns", "rollout/tool_calls", "rollout/tool_error_rate", "rollout/response_tokens", "rollout/overlong_frac",
     "timing/rollout_s", "timing/step_s", "perf/tokens_per_s", "perf/rss_gib",
 )
-PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac", "frac_all_correct",
-                   "frac_all_wrong", "frac_mixed")
+PER_ENV_METRICS = ("pass_at_1", "raw_reward", "variance_per_prompt", "frac_zero_variance", "env_error_frac", "frac_all_good",
+                   "frac_all_bad", "frac_mixed")
 
 
 def eval_gain(trained: Sequence[float], base: float, window: int) -> float:

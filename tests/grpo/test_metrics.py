@@ -52,8 +52,8 @@ def test_reward_metrics_overall_and_per_env():
     assert m["reward/mail/pass_at_1"] == pytest.approx(0.5)
     assert m["reward/mail/variance_per_prompt"] == pytest.approx(0.25)
     # groups: hotel 0 mixed, hotel 1 all correct (its env error left out), mail 2 mixed
-    assert (m["reward/frac_all_correct"], m["reward/frac_all_wrong"], m["reward/frac_mixed"]) == pytest.approx((1 / 3, 0, 2 / 3))
-    assert (m["reward/hotel/frac_all_correct"], m["reward/hotel/frac_mixed"], m["reward/mail/frac_mixed"]) == pytest.approx((0.5, 0.5, 1.0))
+    assert (m["reward/frac_all_good"], m["reward/frac_all_bad"], m["reward/frac_mixed"]) == pytest.approx((1 / 3, 0, 2 / 3))
+    assert (m["reward/hotel/frac_all_good"], m["reward/hotel/frac_mixed"], m["reward/mail/frac_mixed"]) == pytest.approx((0.5, 0.5, 1.0))
 
 
 def test_group_outcome_shares_by_hand():
