@@ -126,13 +126,9 @@ def run_packed_trial(cfg_dict: dict[str, Any], base: dict[str, Any], capacity: i
     trial_id = tune.get_context().get_trial_id()
     host = join_a_host(base, cfg_dict, capacity, experiment, trial_id, base_eval)
     try:
-        while True:
-            try:
-                out = ray.get(host.step.remote(trial_id))
-            except RayActorError as exc:  # the host died (killed, out of memory): each member restarts from its checkpoint
-                raise ProcessLost(f"pack host of trial {trial_id} died: {exc}") from exc
-            if out is None:
-                break
+        while (out := ray.get(host.step.remote(trial_id))) is not None:
             reporter.report(*out)
+    except RayActorError as exc:  # the host died (killed, out of memory): each member restarts from its checkpoint
+        raise ProcessLost(f"pack host of trial {trial_id} died: {exc}") from exc
     finally:
         host.leave.remote(trial_id)  # also when Tune stops the trial (SystemExit in its thread) or a step raised
