@@ -243,15 +243,16 @@ def run_bench(seeds: list[int], steps: int, keep: Path | None) -> None:
 
 
 def rejudged(board: Path) -> list[dict[str, Any]]:
-    """A kept sweep's leaderboard judged again by this checkout's rules (``sweep.report.judge``, as the
-    report does), each trial's fate (status, steps) as the sweep saved it."""
-    from sweep.report.judge import judge, row
-    from sweep.report.load import load_sweep
-    from sweep.report.store import SweepStore
+    """A kept sweep's leaderboard judged again by this checkout's rules (``sweep.leaderboard.judged_rows``,
+    as the sweep's end does), each trial's fate (status, steps) as the sweep saved it."""
+    from dataclasses import fields
 
-    saved = {r["trial"]: r for r in json.loads(board.read_text())}
-    judged = judge(load_sweep(SweepStore(str(board.parent))), {name: r["status"] for name, r in saved.items()})
-    return [{**saved[j.trial_id], **row(j, saved[j.trial_id]["config"])} for j in judged if j.trial_id in saved]
+    from sweep.leaderboard import TrialRow, judged_rows
+    from sweep.storage import open_storage
+
+    names = [f.name for f in fields(TrialRow)]
+    fates = [TrialRow(**{k: r[k] for k in names if k in r}) for r in json.loads(board.read_text())]
+    return judged_rows(fates, open_storage(str(board.parent.parent)), board.parent.name)
 
 
 def judge_kept(folders: list[Path]) -> None:

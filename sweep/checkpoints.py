@@ -4,7 +4,10 @@ Tune restores a trial from the checkpoint its last experiment snapshot recorded;
 (or, at Tune's defaults, ten) older than the trial's newest checkpoint, and a driver killed in between would
 cost the trial the steps since. So each trial names its checkpoint directories by GRPO step
 (``checkpoint_000004``: a redone step overwrites its own, never another's) and, once Tune has persisted one,
-writes a small marker into it; a restarted trial takes the newest marked checkpoint, or Tune's if newer.
+the driver writes a small marker into it (``MarkPersisted``); a restarted trial takes the newest marked
+checkpoint, or Tune's if newer. The driver marks it, not the trial: ``tune.report`` persists the checkpoint,
+then blocks until Tune asks for the next step, which it never does after the last (it stops the trial), so a
+trial's own marker after the report would never mark its final checkpoint.
 Reports carry ``training_iteration = step``, so Tune's clock (ASHA rungs, the step limit) stays the step,
 and each report is also written by the trial itself to ``{trial}/steps/`` (``record_step``).
 
@@ -15,10 +18,14 @@ Ray) trials fall back to Tune's own restore.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.fs as pafs
+from ray.tune import Callback
+
+log = logging.getLogger(__name__)
 
 MARKER = "grpo_complete.json"
 STATE_FILE = "trainer_state.json"
@@ -83,12 +90,33 @@ def record_step(step: int, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, default=float).encode())
 
 
-def mark_complete(checkpoint, step: int) -> None:
-    """After Tune persisted ``checkpoint`` (``tune.get_checkpoint()`` once the report returned): mark it whole."""
-    if checkpoint is None or checkpoint.filesystem is None:
-        return
-    with checkpoint.filesystem.open_output_stream(f"{checkpoint.path}/{MARKER}") as f:
-        f.write(json.dumps({"step": step}).encode())
+def recorded(step: int) -> dict[str, Any] | None:
+    """The trial's own record of ``step`` (``record_step``), None where it has none or no storage."""
+    storage = _storage()
+    if storage is None:
+        return None
+    return _read_json(storage.storage_filesystem, f"{storage.trial_fs_path}/{STEPS_DIR}/step_{step:06d}.json")
+
+
+class MarkPersisted(Callback):
+    """A Tune callback (driver side): marks each reported checkpoint whole as its result arrives.
+
+    A result that names a checkpoint (``checkpoint_dir_name``) is sent only after the trial's report persisted
+    it, so it is whole; the marker reaches storage before the result's row does (the driver's rows are synced
+    with its experiment snapshots). Listed first among the callbacks, ahead of Tune's result logger.
+    """
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        name, step = result.get("checkpoint_dir_name"), result.get("step")
+        if not name or step is None:
+            return
+        fs, folder = trial.storage.storage_filesystem, f"{trial.storage.trial_fs_path}/{name}"
+        try:
+            if fs.get_file_info(folder).type == pafs.FileType.Directory:  # (another trainable's checkpoint may live elsewhere)
+                with fs.open_output_stream(f"{folder}/{MARKER}") as f:
+                    f.write(json.dumps({"step": int(step)}).encode())
+        except OSError as exc:  # unmarked, the checkpoint is still Tune's to restore from; the sweep goes on
+            log.warning("could not mark %s complete: %s", folder, exc)
 
 
 def saved_in_storage() -> list[Saved]:

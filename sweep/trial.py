@@ -33,7 +33,7 @@ class TuneReporter:
     """Hands each step's metrics, and its checkpoint when there is one, to Tune (which keeps its own copy).
 
     With S3 storage, ``mirror`` uploads what the step wrote (eval trajectories) before Tune hears of the step.
-    Once the last step is handed over, the attempt is marked ended (``record``): Tune stops a trial at its
+    Before the last step is handed over, the attempt is marked ended (``record``): Tune stops a trial at its
     last step (the step limit, ASHA's max_t) without waiting for the function to return, and a process it
     does not reuse dies with it, so the end recorded on the way out would often be cut short.
     """
@@ -43,21 +43,29 @@ class TuneReporter:
         self.attempt = record.attempt.number if record is not None else 0
 
     def report(self, step: int, metrics: dict[str, float], checkpoint: str | None = None) -> None:
-        from ray import tune
-
         if self.mirror is not None:
             self.mirror.push()
         result = {**metrics, "step": step, "training_iteration": step, attempts.ATTEMPT: self.attempt}  # Tune's clock is the step, even after a resume
         checkpoints.record_step(step, {**result, "timestamp": time.time(), "pid": os.getpid()})
+        self._hand_over(step, result, checkpoint)
+
+    def report_again(self, row: dict[str, Any]) -> None:
+        """Hand Tune the trial's recorded last step once more (it resumed with nothing left to run): Tune's
+        snapshot may predate that step, and the trial ends on its true last result, not an older one."""
+        step = int(row["step"])
+        self._hand_over(step, {k: v for k, v in row.items() if k not in ("timestamp", "pid")} | {attempts.ATTEMPT: self.attempt}, None)
+
+    def _hand_over(self, step: int, result: dict[str, Any], checkpoint: str | None) -> None:
+        from ray import tune
+
+        if self.record is not None and step >= self.last_step:  # tune.report blocks until Tune asks for the next step,
+            self.record.end()  # which it never does after the last: it stops the trial, and may end its process
         if checkpoint is None:
             tune.report(result)
         else:
             checkpoints.name_next(step)
-            tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint))
-            checkpoints.mark_complete(tune.get_checkpoint(), step)
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint))  # the driver marks it (checkpoints.MarkPersisted)
             shutil.rmtree(checkpoint, ignore_errors=True)  # Tune has persisted it to the sweep's storage
-        if self.record is not None and step >= self.last_step:  # (tune.report returns as the actor takes the result, before the driver decides)
-            self.record.end()
 
 
 def trial_config(base: dict[str, Any], overrides: dict[str, Any]) -> TrainerConfig:
@@ -113,14 +121,17 @@ def run_one_process(
     if base.get("output_dir") is None:  # the trial's own folder: an earlier attempt's evals after the checkpoint go
         forget_evals_after(output_dir, overrides.get("resume_from"), mirror)
     cfg = trial_config(base, overrides)
-    reporter, base_eval = TuneReporter(mirror, record, cfg.total_steps), _shared_base_eval(storage, experiment, cfg)
+    reporter = TuneReporter(mirror, record, cfg.total_steps)
+    last = checkpoints.recorded(saved.step) if saved is not None and saved.step >= cfg.total_steps else None
     try:
-        if trials_per_worker > 1:
+        if last is not None:  # its last step ran and was saved before the driver died (Tune's snapshot missed it): none runs again
+            reporter.report_again(last)
+        elif trials_per_worker > 1:
             from sweep.packing import run_packed_trial
 
-            run_packed_trial(cfg.model_dump(), base, trials_per_worker, experiment, reporter, base_eval)
+            run_packed_trial(cfg.model_dump(), base, trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
         else:
-            train(cfg, reporter, base_eval=base_eval)
+            train(cfg, reporter, base_eval=_shared_base_eval(storage, experiment, cfg))
     finally:
         if mirror is not None:
             mirror.push()

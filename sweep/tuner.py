@@ -20,6 +20,7 @@ from ray.tune.search import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
+from sweep.checkpoints import MarkPersisted
 from sweep.config import SweepConfig
 from sweep.live_page import LiveFeed
 from sweep.loggers import logging_callbacks
@@ -219,7 +220,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             name=cfg.name,
             storage_path=store.root,
             storage_filesystem=None if store.is_local else store.fs,
-            callbacks=[*logging_callbacks(cfg), *notifiers(cfg), LiveFeed(cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())],
+            callbacks=[MarkPersisted(), *logging_callbacks(cfg), *notifiers(cfg), LiveFeed(cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())],
             stop=build_stopper(cfg),
             # a trial whose process died starts again from its newest checkpoint; one that raised refuses to (sweep.attempts)
             failure_config=tune.FailureConfig(max_failures=cfg.failures.max_trial_restarts),

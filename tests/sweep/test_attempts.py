@@ -68,19 +68,24 @@ def test_a_stop_or_pause_is_no_restart(trial_folder):
     assert attempts.restarts(tried) == 0
 
 
-@pytest.mark.filterwarnings("ignore:`report` is meant to only be called")
-def test_the_last_steps_report_marks_the_attempt_ended_before_the_function_returns(trial_folder):
-    """Tune stops a trial at its last step without waiting for the function (a process it does not reuse
-    dies with it): the end is recorded as the last step is handed over, not only on the way out."""
+def test_the_attempt_is_marked_ended_before_the_last_step_is_handed_to_tune(trial_folder, monkeypatch):
+    """Inside Tune, ``tune.report`` blocks until Tune asks for the next step, which it never does after the
+    last: it stops the trial and may end its process. So the end is on record before that report is made;
+    here ``tune.report`` (outside Tune it returns at once) only notes what the record said when it was called."""
+    from ray import tune
+
     from sweep.trial import TuneReporter
 
+    seen = []
+    monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: seen.append(
+        (result["step"], [a.ended is not None for a in attempts.read(LocalFileSystem(), str(trial_folder))])))
     record = Recorder.start("run-1")
     reporter = TuneReporter(None, record, last_step=2)
     reporter.report(1, {"loss": 0.5})
-    assert [a.ended for a in attempts.read(LocalFileSystem(), str(trial_folder))] == [None]
     reporter.report(2, {"loss": 0.4})
+    assert seen == [(1, [False]), (2, [True])]
     tried = attempts.read(LocalFileSystem(), str(trial_folder))
-    assert tried[0].ended is not None and tried[0].raised is None
+    assert tried[0].raised is None
     assert attempts.restarts([*tried, Attempt(1, "run-1", 2, 0.0)]) == 0  # a later start would be no restart
 
 

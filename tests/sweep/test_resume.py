@@ -3,7 +3,7 @@
 Two trials, one at a time, six steps each, a checkpoint every two. The driver (and with it the whole local
 Ray, as when a machine dies) is killed once the first trial has finished and the second has a checkpoint
 but has not finished. After ``sweep resume`` both trials have steps 1..6 exactly once; the finished trial
-was not rerun; the interrupted one continued right after its newest checkpoint, not from step 1. The same
+was not rerun (not even when Tune's last snapshot predates its last step: its last checkpoint is marked); the interrupted one continued right after its newest checkpoint, not from step 1. The same
 with packed LoRA trials: three, two at a time sharing a pack host, killed with their host.
 """
 
@@ -22,6 +22,7 @@ import pytest
 import yaml
 from pyarrow.fs import FileSelector, FileType
 
+from sweep import attempts
 from sweep.checkpoints import MARKER
 from sweep.results import trial_history
 from sweep.storage import Storage, open_storage, optuna_db_path
@@ -162,6 +163,7 @@ def test_killed_sweep_resumes_each_trial_from_its_checkpoint(where, tmp_path, pr
     for trial in trial_dirs(store):
         history = trial_history(trial, store.fs)
         assert [(r["training_iteration"], r["step"]) for r in history] == [(s, s) for s in range(1, STEPS + 1)]
+        assert marked_steps(store, trial)[-1] == STEPS  # the last checkpoint is marked too, though Tune stops the trial at its report
         reported, checkpointed = at_kill.get(trial, (0, 0))
         redone = [r["step"] for r in history if r["timestamp"] > killed_at]
         if reported >= STEPS:
@@ -193,3 +195,54 @@ def assert_everything_in_the_bucket(bucket) -> None:
         db.write_bytes(bucket.read("sweeps/resume/optuna.db"))
         study = optuna.load_study(study_name="resume", storage=f"sqlite:///{db}")
         assert len(study.trials) == 2 and all(t.state.name == "COMPLETE" for t in study.trials)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_trial_that_finished_after_tunes_last_snapshot_is_not_run_again(tmp_path, private_cache):
+    """The driver dies after a trial's last step but before Tune snapshotted its end (the snapshot, at most a
+    second old, still has it running from an older checkpoint): made exact here by putting back the
+    experiment's snapshot taken midway once the sweep ended. The resumed trial finds its last checkpoint
+    marked, reports its recorded last step once more and runs none again."""
+    storage = str(tmp_path / "results")
+    store = open_storage(storage)
+    data = space(storage)
+    data.update(space={"optim.lr": {"grid": [1e-3]}}, search={"searcher": "grid", "num_samples": 1})
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)}
+    experiment, midway = Path(storage) / "resume", tmp_path / "midway"
+
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    try:
+        driver = run_cli(["run", str(space_file)], env, ROOT, ray_tmp, tmp_path / "run.log")
+        try:
+            deadline = time.monotonic() + 600
+            while not midway.exists() and driver.poll() is None and time.monotonic() < deadline:
+                trials = trial_dirs(store)
+                if trials and marked_steps(store, trials[0]) and max((r["step"] for r in raw_rows(store, trials[0])), default=0) < STEPS:
+                    shutil.copytree(experiment, midway, ignore=lambda folder, names: [n for n in names if (Path(folder) / n).is_dir()])
+                time.sleep(0.05)
+            assert driver.wait(timeout=max(1.0, deadline - time.monotonic())) == 0, (tmp_path / "run.log").read_text()[-4000:]
+        finally:
+            kill_group(driver)
+            kill_by_env("RAY_TMPDIR", ray_tmp)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert midway.exists(), "the sweep ended before a snapshot could be taken midway"
+    (trial,) = trial_dirs(store)
+    ran = {r["step"]: r["timestamp"] for r in trial_history(trial, store.fs)}
+    assert sorted(ran) == list(range(1, STEPS + 1)) and marked_steps(store, trial)[-1] == STEPS
+    for name in os.listdir(experiment):  # the sweep's end as Tune had snapshotted it midway
+        if (experiment / name).is_file() and (name.startswith(("experiment_state", "search_gen_state", "searcher-state")) or name == "tuner.pkl"):
+            (experiment / name).unlink()
+    for kept in midway.iterdir():
+        shutil.copy2(kept, experiment / kept.name)
+
+    (tmp_path / "second").mkdir()
+    assert resume(str(experiment), env, tmp_path / "second", tmp_path / "resume.log") == 0, (tmp_path / "resume.log").read_text()[-4000:]
+    tried = attempts.read(store.fs, trial)
+    assert len(tried) == 2 and tried[1].resumed_from == STEPS and tried[1].ended is not None, tried  # Tune did start it again
+    assert {r["step"]: r["timestamp"] for r in trial_history(trial, store.fs)} == ran  # and no step ran again
+    rows = json.loads(store.read_text("resume", "leaderboard.json"))
+    assert [(r["status"], r["steps"]) for r in rows] == [("finished", STEPS)], rows
