@@ -9,6 +9,7 @@ base, every eval and every trial: paired), then each drawn task's passes again f
 episodes, at its observed rate), for the base and each eval apart. The second stage matters because every
 eval samples with the same seed: a policy that barely moved draws nearly the same episodes as the base,
 and a bootstrap over tasks alone would call a +0.01 "above noise" (it did, on the ground truth's LR 1e-6).
+A trial's interval depends on its evals, the base's and the seed, not on the sweep's other trials.
 Ties: a trial is tied with the winner when the winner's lead over it is not above zero in 95% of resamples. Cost: when trials spend different rollout episodes per step (``n`` swept), the window
 is cut at the episodes the cheapest finished trial spent, so trials are compared at equal compute.
 Ranking: trials that fell below the base by more than noise come after every trial that held or rose;
@@ -17,6 +18,7 @@ errors and trials without a trained eval come last.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -99,6 +101,13 @@ def _redrawn(passes: np.ndarray, valid: np.ndarray, picks: np.ndarray, rng: np.r
     return _window_rates(np.moveaxis(drawn, 0, -2), np.moveaxis(n, 0, -2))
 
 
+def _stream(seed: int, counts: tuple[np.ndarray, np.ndarray]) -> np.random.Generator:
+    """A trial's own draws for stage two, keyed by its eval counts: its interval depends on its evals, the
+    base's and the seed alone, not on which other trials the sweep holds or the order it lists them in."""
+    passes, valid = counts
+    return np.random.default_rng([seed, zlib.crc32(passes.tobytes() + valid.tobytes())])
+
+
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
                  draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
     """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's
@@ -120,7 +129,7 @@ def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], siz
             counts = _counts(points, tasks)
             with np.errstate(all="ignore"):
                 gain = float(np.nanmean(_window_rates(*counts) - base_rates))
-                resampled[name] = np.nanmean(_redrawn(*counts, picks, rng) - base_draws, axis=1)
+                resampled[name] = np.nanmean(_redrawn(*counts, picks, _stream(seed, counts)) - base_draws, axis=1)
             low, high = np.nanquantile(resampled[name], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
             scores[name] = Score(gain, float(low), float(high), tuple(p.step for p in points), budget)
         else:

@@ -67,6 +67,19 @@ def test_trials_within_noise_of_the_winner_are_ties():
     assert scores["close"].tied and not scores["behind"].tied
 
 
+def test_a_trials_interval_depends_on_its_evals_not_on_the_other_trials():
+    """The same trial's evals get the same interval alone, beside others, and whatever order the sweep
+    lists its trials in (trial ids are random per run, so an order-dependent draw would move it)."""
+    slow = [point(5, 0.33, spread=0.25), point(10, 0.40, spread=0.25)]
+    others = {"flat": [point(5, 0.3, spread=0.25), point(10, 0.31, spread=0.25)], "high": [point(5, 0.5, spread=0.25), point(10, 0.52, spread=0.25)]}
+    alone = score_trials(BASE, {"slow": slow}, size=2)["slow"]
+    after = score_trials(BASE, {**others, "slow": slow}, size=2)["slow"]
+    before = score_trials(BASE, {"slow": slow, **others}, size=2)["slow"]
+    assert (alone.low, alone.high) == (after.low, after.high) == (before.low, before.high)
+    assert alone.low < alone.gain < alone.high
+    assert score_trials(BASE, {"slow": slow}, size=2, seed=1)["slow"].low != alone.low  # the seed still draws
+
+
 def test_trials_that_spend_more_per_step_are_compared_at_equal_episodes():
     cheap = [point(5, 0.35, episodes=160), point(10, 0.40, episodes=320)]
     dear = [point(5, 0.38, episodes=320), point(10, 0.45, episodes=640)]
