@@ -25,11 +25,12 @@ from typing import Any
 import pyarrow.fs as pafs
 from ray.tune import Callback
 
+from sweep.results import STEPS_DIR, recorded_steps
+
 log = logging.getLogger(__name__)
 
 MARKER = "grpo_complete.json"
 STATE_FILE = "trainer_state.json"
-STEPS_DIR = "steps"
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def recorded(step: int) -> dict[str, Any] | None:
     storage = _storage()
     if storage is None:
         return None
-    return _read_json(storage.storage_filesystem, f"{storage.trial_fs_path}/{STEPS_DIR}/step_{step:06d}.json")
+    return recorded_steps(storage.trial_fs_path, storage.storage_filesystem).get(step)
 
 
 class MarkPersisted(Callback):
