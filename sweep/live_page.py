@@ -136,10 +136,12 @@ def live_report(uri: str, trials: list[LiveTrial], keys: list[str], out: Path):
 
 SCRIPT = """<script>
 const shown = %s;
+const here = new URL(location.href);
+const me = here.searchParams.get("viewer") || Math.random().toString(36).slice(2, 12);  // this tab, across reloads
 async function poll() {
   try {
-    const state = await (await fetch("state.json", {cache: "no-store", credentials: "same-origin"})).json();
-    if (state.version !== shown) { location.reload(); return; }
+    const state = await (await fetch("state.json?viewer=" + me, {cache: "no-store", credentials: "same-origin"})).json();
+    if (state.version !== shown) { here.searchParams.set("viewer", me); location.replace(here.href); return; }
   } catch (e) {}  // the driver has gone: the page stays as it is
   setTimeout(poll, %d);
 }

@@ -2,6 +2,8 @@
 otherwise, and who may read it; also the flags that say how a sweep is watched (``Watch``).
 
 Serves ``/`` (the page) and ``/state.json`` (what the page polls: its version, and whether the sweep ended).
+Each open page names itself with ``?viewer=`` on both, so that at the end the driver waits for every open page
+to load the final report, two tabs on one machine included (a request without a name counts as its address's).
 A client on loopback (the driver's machine, or an SSH tunnel's end) is always served. Bound to any other
 address (``--live-host``), the server needs ``GRPO_SWEEP_LIVE_TOKEN`` and refuses, with 403, a client from
 elsewhere that does not present it (``?token=`` once, kept as a cookie, or ``Authorization: Bearer``).
@@ -83,6 +85,12 @@ def presented_token(query: str, headers) -> str | None:
     return morsel.value if morsel else None
 
 
+def viewer_of(client: str, query: str) -> str:
+    """Who asks: the open page that names itself with ``?viewer=`` (at most 64 characters), else the address."""
+    name = parse_qs(query).get("viewer", [""])[0][:64]
+    return f"{client} {name}" if name else client
+
+
 class Page(Protocol):
     def html(self) -> bytes: ...
     def state(self) -> dict: ...
@@ -95,15 +103,17 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         given = presented_token(url.query, self.headers)
         client = self.client_address[0]
+        viewer = viewer_of(client, url.query)
         if not allowed(client, given, self.server.token):
             self._send(403, b"403: this page needs the sweep's token (GRPO_SWEEP_LIVE_TOKEN): open it with ?token=...\n", "text/plain")
             return
         if url.path in ("/", "/index.html"):
             body = self.server.page.html()
-            self.server.viewed(client, final=self.server.page.state().get("final", False))
+            if self.server.page.state().get("final", False):  # (a page counts as open by its polls, below)
+                self.server.viewed(viewer, final=True)
             self._send(200, body, "text/html; charset=utf-8", remember=given if "token=" in url.query else None)
         elif url.path == "/state.json":
-            self.server.viewed(client)
+            self.server.viewed(viewer)
             self._send(200, json.dumps(self.server.page.state()).encode(), "application/json")
         else:
             self._send(404, b"404: the live page is at /\n", "text/plain")
@@ -132,7 +142,7 @@ class LiveServer(ThreadingHTTPServer):
         if problem:
             raise ValueError(problem)
         self.page, self.token, self.moved_from = page, token, None
-        self._viewers: dict[str, tuple[float, bool]] = {}  # client -> (last request, has the final page)
+        self._viewers: dict[str, tuple[float, bool]] = {}  # viewer -> (last request, has the final page)
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
@@ -157,9 +167,9 @@ class LiveServer(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 
-    def viewed(self, client: str, final: bool | None = None) -> None:
-        _, had = self._viewers.get(client, (0.0, False))
-        self._viewers[client] = (time.monotonic(), had or bool(final))
+    def viewed(self, viewer: str, final: bool | None = None) -> None:
+        _, had = self._viewers.get(viewer, (0.0, False))
+        self._viewers[viewer] = (time.monotonic(), had or bool(final))
 
     def wait_for_viewers(self, timeout_s: float) -> None:
         """Until every page open in the last few polls has loaded the final report (at most ``timeout_s``)."""

@@ -169,14 +169,15 @@ class _Browser:
 
 
 def _follow_state(w: Watched, driver: subprocess.Popen, latest: dict) -> None:
-    """Poll ``state.json`` as an open page does (so the driver waits for us at the end), keep its newest version
-    in ``latest``, and fetch the page as soon as it is the final report."""
+    """Poll ``state.json`` as an open page does, named (so the driver waits for us at the end, whatever Chromium
+    loads from this address meanwhile), keep its newest version in ``latest``, and fetch the page as soon as it
+    is the final report."""
     while driver.poll() is None:
         try:
-            with urllib.request.urlopen(f"{w.live_url}state.json", timeout=10) as r:
+            with urllib.request.urlopen(f"{w.live_url}state.json?viewer=watcher", timeout=10) as r:
                 state = json.loads(r.read())
             if state["final"]:
-                with urllib.request.urlopen(w.live_url, timeout=30) as r:
+                with urllib.request.urlopen(f"{w.live_url}?viewer=watcher", timeout=30) as r:
                     w.final_html = r.read().decode()
                 return
             latest["version"] = state["version"]

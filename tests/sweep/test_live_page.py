@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -91,6 +92,27 @@ def test_a_client_from_another_address_gets_403_without_the_token(tmp_path):
         assert _get(f"{outside}/state.json", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
         assert _get(f"{inside}/")[0] == 200  # loopback: an SSH tunnel's end
         assert _get(f"{outside}/other?token={TOKEN}")[0] == 404
+    finally:
+        server.stop()
+
+
+def test_at_the_end_the_driver_waits_for_each_open_page_two_tabs_on_one_machine_included(tmp_path):
+    server = LiveServer(LivePage(str(tmp_path), [], feed=lambda: None), "127.0.0.1", 0, None).start()
+    try:
+        url = server.url
+        assert b'"state.json?viewer=" + me' in _get(url)[1]  # each open page names itself in its polls
+        for tab in ("a", "b"):
+            assert json.loads(_get(f"{url}state.json?viewer={tab}")[1]) == {"version": "0", "final": False}
+        (tmp_path / "index.html").write_text("<html>the final report</html>")
+        server.page.finish(tmp_path / "index.html")
+        assert _get(f"{url}?viewer=a")[1] == b"<html>the final report</html>"
+        started = time.monotonic()
+        server.wait_for_viewers(1.5)  # tab b, on the same address, has not loaded it yet
+        assert time.monotonic() - started >= 1.5
+        assert _get(f"{url}?viewer=b")[1] == b"<html>the final report</html>"
+        started = time.monotonic()
+        server.wait_for_viewers(5)
+        assert time.monotonic() - started < 1
     finally:
         server.stop()
 
