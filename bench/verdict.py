@@ -185,12 +185,14 @@ def horizon_of(steps: int) -> str:
     return str(max([h for h in HORIZONS if h <= max(steps, HORIZONS[0])]))
 
 
-def bench_space(folder: Path, steps: int, eval_interval: int | None = None) -> Path:
+def bench_space(folder: Path, steps: int, eval_interval: int | None = None, grace_period: int | None = None) -> Path:
     data = yaml.safe_load(DEMO.read_text())
     data["trainer"]["env"] = {"tasks_path": str(ROOT / "toolenvs" / "data" / "hotel.jsonl")}
     data["trainer"]["total_steps"] = steps
-    if eval_interval:  # (the demo's is 4: ASHA's first rung, at step 4, then sees one trained eval)
+    if eval_interval:
         data["trainer"]["eval"]["interval"] = eval_interval
+    if grace_period:  # ASHA's first rung
+        data["scheduler"]["grace_period"] = grace_period
     data["space"] = {"optim.lr": data["space"]["optim.lr"]}  # KL 0.1 and n 8 as the truth's
     data["logging"] = {"progress": False, "tensorboard": False}
     path = folder / "verdict_bench.yaml"
@@ -228,11 +230,11 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
-def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None) -> None:
+def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None) -> None:
     truth = _truth()
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    space = bench_space(folder, steps, eval_interval)
+    space = bench_space(folder, steps, eval_interval, grace_period)
     per_seed = []
     for seed in seeds:
         started = time.perf_counter()
@@ -289,7 +291,8 @@ def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any],
     judged = sum(len(r["verdicts"]) for r in per_seed)
     spaces = [yaml.safe_load(p.read_text()) for f in folders if (p := f / "verdict_bench.yaml").is_file()]
     intervals = sorted({d["trainer"]["eval"]["interval"] for d in spaces})
-    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals,
+    graces = sorted({d["scheduler"]["grace_period"] for d in spaces})
+    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "grace_period": graces,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
@@ -311,14 +314,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="searcher seeds (one sweep each)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
-    parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's, 4)")
+    parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
+    parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     args = parser.parse_args()
     if args.mode == "truth":
         make_truth(args.results)
     elif args.mode == "judge":
         judge_kept(args.results or [])
     else:
-        run_bench(args.seeds, args.steps, args.keep, args.eval_interval)
+        run_bench(args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period)
     return 0
 
 

@@ -102,7 +102,8 @@ def _add_watch_flags(parser: argparse.ArgumentParser) -> None:
     from sweep.live_server import DASHBOARD_PORT, LIVE_PORT
 
     parser.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (GRPO_SWEEP_DASHBOARD=0 does the same)")
-    parser.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT})")
+    parser.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT}; "
+                        "a taken port, e.g. by a Ray left running, falls back to a free one)")
     parser.add_argument("--no-live", action="store_true", help="do not serve the live sweep page")
     parser.add_argument("--live-port", type=int, default=LIVE_PORT, help=f"the live page's port (default {LIVE_PORT}; 0: any free port; "
                         "a taken port falls back to a free one)")

@@ -17,6 +17,7 @@ import errno
 import hmac
 import ipaddress
 import json
+import socket
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ DASHBOARD_PORT = 8265  # Ray's own default
 LIVE_PORT = 8266
 COOKIE = "grpo_live_token"
 POLL_S = 2.0  # how often an open page asks whether there is something new
+FORGET_S = 30 * POLL_S  # a page silent this long is closed: the server forgets it
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,23 @@ def bind_problem(host: str, token: str | None) -> str | None:
         return None
     return (f"--live-host {host}: the live page would be open to other machines; set {environ.GRPO_SWEEP_LIVE_TOKEN.name} "
             "(clients from elsewhere must present it), or keep it on 127.0.0.1 and reach it through an SSH tunnel")
+
+
+def free_port(host: str, port: int) -> int:
+    """``port`` when it can be bound on ``host`` now, else any free one: Ray's dashboard moves off a port held by
+    a Ray left running (or anything else), as the live page does, rather than failing the sweep with Ray's traceback.
+    """
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Ray's server binds: a closed socket's
+        try:  # lingering connections do not hold the port
+            probe.bind((host, port))
+            return port
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or port == 0:
+                raise
+        with socket.socket() as any_free:
+            any_free.bind((host, 0))
+            return any_free.getsockname()[1]
 
 
 def allowed(client: str, presented: str | None, token: str | None) -> bool:
@@ -168,8 +187,10 @@ class LiveServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
     def viewed(self, viewer: str, final: bool | None = None) -> None:
+        now = time.monotonic()
         _, had = self._viewers.get(viewer, (0.0, False))
-        self._viewers[viewer] = (time.monotonic(), had or bool(final))
+        self._viewers = {name: seen for name, seen in self._viewers.items() if seen[0] > now - FORGET_S}
+        self._viewers[viewer] = (now, had or bool(final))
 
     def wait_for_viewers(self, timeout_s: float) -> None:
         """Until every page open in the last few polls has loaded the final report (at most ``timeout_s``)."""

@@ -104,13 +104,16 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
     """Tune's results, on a local Ray started here (with its dashboard unless ``watch`` says not) and shut down after."""
     import ray
 
+    from sweep.live_server import free_port
     from sweep.notify import notifiers
 
-    where = {"dashboard_host": "127.0.0.1", "dashboard_port": watch.dashboard_port} if watch.dashboard else {}
+    port = free_port("127.0.0.1", watch.dashboard_port) if watch.dashboard else None
+    where = {"dashboard_host": "127.0.0.1", "dashboard_port": port} if watch.dashboard else {}
     context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
     if context.dashboard_url:
         url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
-        print(f"Ray dashboard: {url}", flush=True)
+        moved = f" (port {watch.dashboard_port} was taken)" if port != watch.dashboard_port else ""
+        print(f"Ray dashboard: {url}{moved}", flush=True)
     try:
         check_resources(cfg, ray.cluster_resources())
         slots = start_fleet_slots(cfg)  # noqa: F841 - held while the trials run

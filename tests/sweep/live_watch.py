@@ -122,6 +122,7 @@ class Watched:
     log: str = ""
     browser: str | None = None
     dashboard_url: str = ""
+    dashboard_port_taken: int = 0  # the port asked for, held by someone else while the driver starts
     dashboard_answered_while_running: bool = False
     dashboard_after_exit: int | None = None  # its HTTP status after the driver exited; None: nothing answered
     leftover_processes: int = 0
@@ -129,12 +130,6 @@ class Watched:
     snapshots: list[Seen] = field(default_factory=list)
     final_html: str = ""
     screenshots: list[Path] = field(default_factory=list)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _status(url: str) -> int | None:
@@ -225,7 +220,11 @@ def run_watched(tmp: Path, cache: Path) -> Watched:
     env = {**os.environ, "GRPO_SWEEP_CACHE": str(cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     env.pop("GRPO_SWEEP_DASHBOARD", None)  # this one sweep runs with Ray's dashboard, as users get it
     log = tmp / "run.log"
-    args = ["run", str(tmp / "space.yaml"), "--dashboard-port", str(_free_port()), "--live-port", "0"]
+    squatter = socket.socket()  # as a Ray left running holds 8265: the dashboard must move, not fail the sweep
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    w.dashboard_port_taken = squatter.getsockname()[1]
+    args = ["run", str(tmp / "space.yaml"), "--dashboard-port", str(w.dashboard_port_taken), "--live-port", "0"]
     with open(log, "w") as out:
         driver = subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=ROOT, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -245,6 +244,7 @@ def run_watched(tmp: Path, cache: Path) -> Watched:
             time.sleep(0.5)
         w.leftover_processes = len(pids_with_env("RAY_TMPDIR", ray_tmp))
     finally:
+        squatter.close()
         if driver.poll() is None:
             kill_group(driver)
         kill_by_env("RAY_TMPDIR", ray_tmp)

@@ -17,7 +17,7 @@ import pytest
 
 from sweep.__main__ import main
 from sweep.live_page import LivePage, LiveTrial, live_report
-from sweep.live_server import LiveServer, allowed, bind_problem, is_loopback, presented_token
+from sweep.live_server import FORGET_S, LiveServer, allowed, bind_problem, free_port, is_loopback, presented_token
 from sweep.report.build import build_report
 from sweep.report.render import sections
 from tests.sweep.live_watch import SECTIONS, parse_page
@@ -117,6 +117,29 @@ def test_at_the_end_the_driver_waits_for_each_open_page_two_tabs_on_one_machine_
         server.stop()
 
 
+def test_the_server_forgets_a_page_silent_for_long():
+    server = LiveServer(LivePage("unused", [], feed=lambda: None), "127.0.0.1", 0, None)
+    try:
+        server.viewed("closed tab")
+        server._viewers["closed tab"] = (time.monotonic() - FORGET_S - 1, False)  # its last poll, long ago
+        server.viewed("open tab")
+        assert set(server._viewers) == {"open tab"}
+    finally:
+        server.server_close()
+
+
+def test_a_taken_dashboard_port_moves_to_a_free_one():
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()  # as a Ray left running holds 8265
+        taken = held.getsockname()[1]
+        moved = free_port("127.0.0.1", taken)
+        assert moved != taken and moved > 0
+    with socket.socket() as probe:  # what it named is free
+        probe.bind(("127.0.0.1", moved))
+    assert free_port("127.0.0.1", moved) == moved  # a free port is kept
+
+
 class RecordedFeed:
     """What ``LiveFeed`` holds mid-sweep (the real one is fed by Tune in the slow test below)."""
 
@@ -180,9 +203,11 @@ def test_the_live_page_is_the_reports_own_build_of_the_results_so_far(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_ray_dashboard_answers_during_the_sweep(watched_sweep):
+def test_ray_dashboard_answers_during_the_sweep_on_a_free_port_when_its_own_is_taken(watched_sweep):
     w = watched_sweep
     assert w.dashboard_url and w.dashboard_url.startswith("http://127.0.0.1:"), w.log[-3000:]
+    assert f"(port {w.dashboard_port_taken} was taken)" in w.log  # the asked port was held: the dashboard moved
+    assert f":{w.dashboard_port_taken}" not in w.dashboard_url
     assert w.dashboard_answered_while_running, w.log[-3000:]
     assert w.dashboard_after_exit is None  # the driver's normal exit takes its dashboard down
     assert w.leftover_processes == 0  # no Ray agent outlived the driver
