@@ -1,6 +1,7 @@
 """The cluster path for real, on one machine: ``ray up`` of the config ``sweep.cluster_local`` derives from
 cluster.yaml (Ray's ``local`` provider, head 127.0.0.1), then ``ray submit`` of a tiny CPU sweep,
-``ray job submit`` of another, the leaderboards fetched back with ``ray rsync-down``, and ``ray down``.
+``ray job submit`` of another (its status, logs and trial actor read back through the dashboard's HTTP API, as
+``curl`` would), the leaderboards fetched back with ``ray rsync-down``, and ``ray down``.
 
 The head is "a machine" reached over SSH: an ``sshd`` this test starts on a free port with its own config,
 host key and authorized key, in its own PID namespace (``unshare --pid --mount-proc``). The namespace is
@@ -43,7 +44,7 @@ import pytest
 import yaml
 
 from sweep.cluster_local import HEAD_PORT_FLAGS, LocalCluster, derive
-from tests.sweep.test_job_submit import free_ports, wait_for_client
+from tests.support.ray_jobs import free_ports, get_json, tiny_space, wait_for_client
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -152,13 +153,6 @@ def seed_head_venv(project: Path) -> None:
     (venv / ".grpo-sweep-installed").write_text(f"{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()} dev\n")
 
 
-def tiny_space(name: str, storage: Path) -> dict:
-    """test_job_submit's space: one trial of 2 GRPO steps on the tiny test model, one CPU."""
-    from tests.sweep.test_job_submit import space_data
-
-    return space_data(name, storage)
-
-
 def ray_cli(args: list[str], env: dict[str, str], timeout_s: float) -> str:
     """Run ``ray ARGS`` from the checkout (file_mounts' ``.``) and return its output; fail with its tail."""
     done = subprocess.run([str(VENV_BIN / "ray"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -229,7 +223,16 @@ def test_ray_up_submit_job_submit_down_on_loopback(node, tmp_path, monkeypatch):
         while (status := client.get_job_status(job_id)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
             assert time.monotonic() < deadline, client.get_job_logs(job_id)[-3000:]
             time.sleep(1)
-        assert status == JobStatus.SUCCEEDED, client.get_job_logs(job_id)[-3000:]
+        logs = client.get_job_logs(job_id)
+        assert status == JobStatus.SUCCEEDED, logs[-3000:]
+        assert "Leaderboard" in logs and f"results: {results / 'job'}" in logs
+        # the same through the dashboard's HTTP API, as `curl` or a browser would read it
+        job = get_json(f"{address}/api/jobs/{job_id}")
+        assert job["status"] == "SUCCEEDED" and job["entrypoint"].endswith(f"sweep run {node.home / 'loopback' / 'job.yaml'}")
+        assert "Leaderboard" in get_json(f"{address}/api/jobs/{job_id}/logs")["logs"]
+        actors = get_json(f"{address}/api/v0/actors?detail=1&limit=100")["data"]["result"]["result"]
+        trials = [a for a in actors if a.get("class_name") == "ImplicitFunc" and a.get("job_id") == job["driver_info"]["id"]]
+        assert len(trials) == 1 and trials[0]["state"] == "DEAD"
         took["ray job submit"] = time.monotonic()
         drivers = [j.entrypoint for j in client.list_jobs() if j.type == "DRIVER"]  # `ray submit`'s driver joined this cluster
         assert any("__main__.py run" in (e or "") for e in drivers), drivers
