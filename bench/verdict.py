@@ -291,8 +291,10 @@ def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any],
     judged = sum(len(r["verdicts"]) for r in per_seed)
     spaces = [yaml.safe_load(p.read_text()) for f in folders if (p := f / "verdict_bench.yaml").is_file()]
     intervals = sorted({d["trainer"]["eval"]["interval"] for d in spaces})
+    samples = sorted({d["trainer"]["eval"].get("n_samples") for d in spaces} - {None})
     graces = sorted({d["scheduler"]["grace_period"] for d in spaces})
-    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "grace_period": graces,
+    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
+            "grace_period": graces,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),

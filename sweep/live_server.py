@@ -21,6 +21,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,21 +70,26 @@ def bind_problem(host: str, token: str | None) -> str | None:
             "(clients from elsewhere must present it), or keep it on 127.0.0.1 and reach it through an SSH tunnel")
 
 
+def bind_or_any(bind: Callable[[int], object], port: int) -> bool:
+    """``bind(port)``, or ``bind(0)`` (any free port) when ``port`` is taken; True when it moved."""
+    try:
+        bind(port)
+        return False
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE or port == 0:
+            raise
+    bind(0)
+    return True
+
+
 def free_port(host: str, port: int) -> int:
     """``port`` when it can be bound on ``host`` now, else any free one: Ray's dashboard moves off a port held by
     a Ray left running (or anything else), as the live page does, rather than failing the sweep with Ray's traceback.
     """
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Ray's server binds: a closed socket's
-        try:  # lingering connections do not hold the port
-            probe.bind((host, port))
-            return port
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE or port == 0:
-                raise
-        with socket.socket() as any_free:
-            any_free.bind((host, 0))
-            return any_free.getsockname()[1]
+        bind_or_any(lambda p: probe.bind((host, p)), port)  # lingering connections do not hold the port
+        return probe.getsockname()[1]
 
 
 def allowed(client: str, presented: str | None, token: str | None) -> bool:
@@ -162,13 +168,8 @@ class LiveServer(ThreadingHTTPServer):
             raise ValueError(problem)
         self.page, self.token, self.moved_from = page, token, None
         self._viewers: dict[str, tuple[float, bool]] = {}  # viewer -> (last request, has the final page)
-        try:
-            super().__init__((host, port), _Handler)
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE or port == 0:
-                raise
+        if bind_or_any(lambda p: super(LiveServer, self).__init__((host, p), _Handler), port):
             self.moved_from = port
-            super().__init__((host, 0), _Handler)
         self._thread = threading.Thread(target=self.serve_forever, name="live-page", daemon=True)
 
     @property

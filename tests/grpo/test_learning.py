@@ -1,9 +1,9 @@
 """GRPO visibly learns on CPU: the learning space's trainer raises held-out pass@1 over its warm-started base.
 
 The slow test starts from the space's shipped base policy (``grpo/bases``; building it takes about 17
-minutes on 2 cores, and another CPU's build can copy worse: README) and runs its trainer for two thirds
-of the space's steps, reading the held-out evals (at steps 0, 10 and 20) from ``aggregated_results.jsonl`` (global
-step 0 is the base) and the episodes from each eval's trajectories. The control with a learning rate 100x
+minutes on 2 cores, and another CPU's build can copy worse: README) and runs its trainer for a third of
+the space's steps (its cosine decay over those), reading the held-out evals (at steps 0 and 10) from
+``aggregated_results.jsonl`` (global step 0 is the base) and the episodes from each eval's trajectories. The control with a learning rate 100x
 smaller is in README's numbers, not here: it takes as long again and asserts something flat.
 """
 
@@ -32,9 +32,9 @@ def test_good_learning_rate_raises_held_out_pass_at_1(tmp_path):
     from grpo.trainer import train
 
     trainer = load_space(SPACE).trainer
-    steps = trainer.total_steps * 2 // 3  # held-out evals at 0, half way and the end (training draws the same either way)
+    steps = trainer.total_steps // 3  # held-out evals at 0 and the end (training draws the same either way)
     cfg = trainer.model_copy(update={"total_steps": steps, "output_dir": str(tmp_path),
-                                     "eval": trainer.eval.model_copy(update={"interval": steps // 2})})
+                                     "eval": trainer.eval.model_copy(update={"interval": steps})})
     train(cfg, ListReporter())
     evals = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
     steps = [e["global_step"] for e in evals]
@@ -43,5 +43,5 @@ def test_good_learning_rate_raises_held_out_pass_at_1(tmp_path):
     assert steps == list(range(0, cfg.total_steps + 1, cfg.eval.interval))
     assert 0.1 <= curve[0] <= 0.6, curve  # the base succeeds sometimes
     assert 0.25 <= give_ups[0] <= 0.55, give_ups  # and gives up on about model.warmstart_give_up of the tasks
-    assert min(curve[1:]) - curve[0] >= 0.15, curve  # GRPO raises it, from step 10 on
+    assert curve[-1] - curve[0] >= 0.15, curve  # GRPO raises it
     assert give_ups[-1] <= give_ups[0] / 2, give_ups  # by learning, from reward alone, that acting pays

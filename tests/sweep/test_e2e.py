@@ -1,4 +1,10 @@
-"""A small sweep through Ray Tune with the real MCP server: two trials, three steps each."""
+"""A small sweep through Ray Tune with the real MCP server: two trials, three steps each.
+
+The same sweep checks that secrets reach trials through the environment only: it runs with fake
+FLEET_API_KEY, WANDB_API_KEY, AWS keys and a webhook URL set and W&B offline, and none of them appears in any
+file under its storage (Tune's experiment state, params, results, trial configs, trajectories, the Optuna
+study, W&B's offline run files), in Ray's session logs or in the driver's output. The webhook, meanwhile,
+hears the sweep start and end."""
 
 from __future__ import annotations
 
@@ -9,18 +15,43 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import TEST_MODEL
+from tests.sweep.test_notify import Webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def secrets(webhook_url: str) -> dict[str, str]:
+    tag = uuid.uuid4().hex[:12]
+    return {
+        "FLEET_API_KEY": f"fleet-fake-{tag}",
+        "WANDB_API_KEY": f"wandbfake{tag}" * 3,  # W&B keys are 40 characters
+        "AWS_ACCESS_KEY_ID": f"AKIAFAKE{tag.upper()}",
+        "AWS_SECRET_ACCESS_KEY": f"aws-secret-fake-{tag}",
+        "GRPO_SWEEP_SLACK_WEBHOOK": webhook_url,
+    }
+
+
+def leaks(root: Path, values: dict[str, str]) -> list[str]:
+    """``path: NAME`` for every file under ``root`` that holds a secret's value (the webhook also by its token)."""
+    needles = {name: value.encode() for name, value in values.items()}
+    needles["webhook token"] = values["GRPO_SWEEP_SLACK_WEBHOOK"].rsplit("/", 1)[-1].encode()
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            found += [f"{path.relative_to(root)}: {name}" for name, needle in needles.items() if needle in data]
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
+def test_sweep_runs_trials_prints_a_leaderboard_and_leaks_no_secret(tmp_path, private_cache):
     import yaml
 
     space = {
@@ -41,6 +72,7 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
             "points_to_evaluate": [{"optim.lr": 1e-3, "algorithm.kl_coef": 0.05, "rollout.n_samples_per_prompt": 3}],
         },
         "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        "logging": {"wandb": {"enabled": True, "mode": "offline"}},
         "resources": {"cpus_per_trial": 1},
         "max_concurrent_trials": 2,
         "storage": str(tmp_path / "results"),
@@ -48,13 +80,18 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(space))
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
-    try:
-        run = subprocess.run([sys.executable, "-m", "sweep", "run", str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    with Webhook() as hook:
+        fake = secrets(f"{hook.url}-{uuid.uuid4().hex}")
+        env = {**os.environ, **fake, "GRPO_SWEEP_CACHE": str(private_cache), "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled",
+               "WANDB_MODE": "offline"}
+        try:
+            run = subprocess.run([sys.executable, "-m", "sweep", "run", str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+            ray_leaks = leaks(Path(ray_tmp), fake)
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Leaderboard" in run.stdout
+    check_no_secret_leaked(tmp_path / "results", ray_leaks, run.stdout + run.stderr, fake, hook.texts)
 
     rows = json.loads((tmp_path / "results" / "e2e" / "leaderboard.json").read_text())
     assert len(rows) == 2
@@ -113,3 +150,21 @@ def test_sweep_runs_trials_and_prints_a_leaderboard(tmp_path, private_cache):
         assert evals[0]["shared"] and evals[0]["eval/avg_pass_at_1"] == base_line["eval/avg_pass_at_1"]
         assert evals[0]["tasks"] == base_line["tasks"] and sum(n for _, n in evals[0]["tasks"].values()) == 4
         assert not (trial / "global_step_0").exists() and (trial / "global_step_2" / "hotel.jsonl").is_file()
+
+
+def check_no_secret_leaked(storage: Path, ray_leaks: list[str], output: str, fake: dict[str, str], texts: list[str]) -> None:
+    files = [p for p in storage.rglob("*") if p.is_file()]
+    assert any(p.name == "result.json" for p in files) and any(p.name == "trainer_config.json" for p in files)
+    assert any("wandb" in p.parts for p in files), "W&B wrote no offline run files to scan"
+    assert leaks(storage, fake) == []
+    # Ray's own session logs: only the runtime-env agent's record of the actors' runtime_env, which holds what
+    # Ray itself puts there (Tune copies AWS keys into trial actors, Ray's W&B callback the W&B key into its
+    # logging actor). Ours (Fleet key, webhook) never reach it. On a cluster: IAM roles instead of AWS keys.
+    ray_channel = {f"{log}: {name}" for log in {leak.split(": ")[0] for leak in ray_leaks}
+                   for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY")}
+    assert all(leak.endswith("/logs/runtime_env_agent.log: " + leak.split(": ")[1]) for leak in ray_leaks), ray_leaks
+    assert set(ray_leaks) <= ray_channel, ray_leaks
+    assert [name for name, value in fake.items() if value in output] == []
+
+    assert texts[0].startswith("sweep e2e started") and texts[-1].startswith("sweep e2e ended")
+    assert any("finished" in text for text in texts[1:-1])
