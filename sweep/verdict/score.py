@@ -111,7 +111,7 @@ def _stream(seed: int, counts: tuple[np.ndarray, np.ndarray]) -> np.random.Gener
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
                  draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
     """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's
-    tasks; the winner (the highest gain) gets the others' ties."""
+    tasks; the winner (``rank``'s first) gets the others' ties."""
     tasks = sorted(base.tasks or {})
     windows = {name: window(evals, size, budget) for name, evals in trials.items()}
     paired = bool(tasks) and all(p.tasks for points in windows.values() for p in points)
@@ -142,7 +142,7 @@ def _with_ties(scores: dict[str, Score], resampled: Mapping[str, np.ndarray]) ->
     scored = [name for name, s in scores.items() if s.gain is not None]
     if not scored:
         return scores
-    winner = max(scored, key=lambda name: (scores[name].gain, name))
+    winner = rank({name: scores[name] for name in scored})[0]  # the ranking's #1, also between equal gains
     out = dict(scores)
     for name in scored:
         if name == winner or name not in resampled or winner not in resampled:

@@ -67,6 +67,17 @@ def test_trials_within_noise_of_the_winner_are_ties():
     assert scores["close"].tied and not scores["behind"].tied
 
 
+def test_between_equal_gains_the_ranking_s_first_is_the_winner_and_the_other_is_tied():
+    """Gains are counts over a fixed set of eval episodes, so two trials can score exactly the same: the one
+    ranked first is the winner, never marked tied, and the other is tied with it (trial ids decide the order)."""
+    evals = [point(10, 0.45, spread=0.25), point(15, 0.46, spread=0.25)]
+    again = [EvalPoint(e.step, e.pass_at_1, {k: v for k, v in reversed(e.tasks.items())}) for e in evals]  # the same counts
+    for first, second in (("a", "b"), ("b", "a")):
+        scores = score_trials(BASE, {second: again, first: evals}, size=2)
+        assert scores["a"].gain == scores["b"].gain and rank(scores) == ["a", "b"]
+        assert not scores["a"].tied and scores["b"].tied
+
+
 def test_a_trials_interval_depends_on_its_evals_not_on_the_other_trials():
     """The same trial's evals get the same interval alone, beside others, and whatever order the sweep
     lists its trials in (trial ids are random per run, so an order-dependent draw would move it)."""
