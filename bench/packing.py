@@ -4,9 +4,13 @@ resident memory per trial. Not a CI test.
     .venv/bin/python bench/packing.py            # 10 steps a trial (about 10 min on 2 cores)
     .venv/bin/python bench/packing.py --small    # 2 steps a trial: a smoke run (about 3 min)
 
-Every run is a child process of this script (``--worker``), each trial with ``torch_threads: 1``:
-- unpacked: 2 trials at once, one process each (what a CPU sweep with 2 concurrent trials runs);
-- packed K=2 and K=4: K trials in one process over one base, stepped in turn (``grpo.pack.train_packed``).
+Every run is a child process of this script (``--worker``), each trial with ``torch_threads: 1``. Every
+phase runs the same four trials (a trial's LR decides how long its episodes are, so phases that ran
+different trials would compare different work):
+- unpacked: 2 processes at once, each running two trials one after the other (what a CPU sweep with 2
+  concurrent trials runs: Tune reuses a CPU trial's process);
+- packed K=2: 2 processes at once, each two trials over one base, stepped in turn (``grpo.pack.train_packed``);
+- packed K=4: one process, the four trials over one base.
 The trials are the learning space's trainer (its shipped base: no warm-start to wait for) with LoRA rank 8,
 differing in learning rate and KL; held-out eval at step 0 and the last, one sample a task.
 
@@ -14,7 +18,7 @@ Throughput: trial-steps over the CPU time the phase's processes used, their envi
 (``getrusage(RUSAGE_CHILDREN)`` around the phase: the CPUs a slot pays for, not the wall clock, which other
 jobs on a shared machine move); wall-clock figures ride along. Memory per trial: the peak resident memory
 of a run's process tree (trainer process and its environment servers, sampled after every step), over the
-trials that tree holds. Startup (imports, loading the base, starting the MCP servers) is part of each run:
+trials that tree holds at once. Startup (imports, loading the base, starting the MCP servers) is part of each run:
 it is what packing shares. Prints a table, then one JSON line ``{"bench": "packing", ..., "ratio": ...}``
 where ``ratio`` is K=4's trial-steps per CPU-hour over unpacked's.
 Leaves out: batched rollouts across adapters (each member samples alone), GPUs, Tune's own overhead.
@@ -82,7 +86,7 @@ def tree_gib() -> float:
 
 
 def worker(spec: dict[str, Any]) -> None:
-    """One run: ``trials`` configs, packed when ``packed``; prints one JSON line."""
+    """One run: ``trials`` configs, packed when ``packed`` (else one after the other); prints one JSON line."""
     from grpo.config import TrainerConfig
     from grpo.pack import train_packed
     from grpo.trainer import train
@@ -93,9 +97,11 @@ def worker(spec: dict[str, Any]) -> None:
     if spec["packed"]:
         train_packed(cfgs, reporters)
     else:
-        train(cfgs[0], reporters[0])
+        for cfg, reporter in zip(cfgs, reporters, strict=True):
+            train(cfg, reporter)
     peak = max(r.peak_gib for r in reporters)
-    print(json.dumps({"steps": sum(r.steps for r in reporters), "peak_tree_gib": peak, "trials": len(cfgs), "wall_s": time.perf_counter() - started}))
+    print(json.dumps({"steps": sum(r.steps for r in reporters), "peak_tree_gib": peak, "trials": len(cfgs),
+                      "held": len(cfgs) if spec["packed"] else 1, "wall_s": time.perf_counter() - started}))
 
 
 def run_phase(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -113,11 +119,11 @@ def run_phase(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     steps = sum(o["steps"] for o in outs)
-    trials = sum(o["trials"] for o in outs)
+    trials, held = sum(o["trials"] for o in outs), sum(o["held"] for o in outs)
     return {
         "phase": name, "trials": trials, "trial_steps": steps, "cpu_s": round(cpu_s, 1), "wall_s": round(wall, 1),
         "steps_per_cpu_hour": round(steps / (cpu_s / 3600), 1), "steps_per_wall_hour": round(steps / (wall / 3600), 1),
-        "gib_per_trial": round(sum(o["peak_tree_gib"] for o in outs) / trials, 3),
+        "gib_per_trial": round(sum(o["peak_tree_gib"] for o in outs) / held, 3),
     }
 
 
@@ -137,9 +143,10 @@ def main() -> None:
     first = TrainerConfig.model_validate(trial_config(0, steps))
     if shipped_base(ModelConfig(**LEARNING_BASE), trial_tasks(first)[0]) is None:
         raise SystemExit("the learning space's base is not shipped here (grpo/bases): the runs would each build it")
+    halves = [[trial_config(i, steps), trial_config(i + 2, steps)] for i in range(2)]
     phases = [
-        run_phase("unpacked (2 processes)", [{"trials": [trial_config(i, steps)], "packed": False} for i in range(2)]),
-        run_phase("packed K=2", [{"trials": [trial_config(i, steps) for i in range(2)], "packed": True}]),
+        run_phase("unpacked (2 processes)", [{"trials": half, "packed": False} for half in halves]),
+        run_phase("packed K=2 (2 processes)", [{"trials": half, "packed": True} for half in halves]),
         run_phase("packed K=4", [{"trials": [trial_config(i, steps) for i in range(4)], "packed": True}]),
     ]
     print(f"{'phase':<24}{'trials':>7}{'steps':>7}{'cpu_s':>8}{'wall_s':>8}{'steps/cpu-h':>13}{'steps/wall-h':>14}{'GiB/trial':>11}")
