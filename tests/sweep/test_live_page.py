@@ -140,6 +140,23 @@ def test_a_taken_dashboard_port_moves_to_a_free_one():
     assert free_port("127.0.0.1", moved) == moved  # a free port is kept
 
 
+def test_the_live_page_moves_off_a_taken_port_and_says_which():
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        server = LiveServer(LivePage("unused", [], feed=lambda: None), "127.0.0.1", taken, None)
+        try:
+            assert server.moved_from == taken and server.server_address[1] not in (taken, 0)
+        finally:
+            server.server_close()
+    server = LiveServer(LivePage("unused", [], feed=lambda: None), "127.0.0.1", taken, None)  # free again: kept
+    try:
+        assert server.moved_from is None and server.server_address[1] == taken
+    finally:
+        server.server_close()
+
+
 class RecordedFeed:
     """What ``LiveFeed`` holds mid-sweep (the real one is fed by Tune in the slow test below)."""
 
