@@ -15,7 +15,7 @@ from typing import Any
 
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
 from sweep.verdict.labels import TrialEvidence, Verdict, verdict
-from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials
+from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, winner
 from sweep.verdict.thresholds import Thresholds
 
 DEFAULT_WINDOW = 2
@@ -131,11 +131,10 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
 
 def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str]) -> dict[str, Score]:
     """Ties were computed within each base's group: keep them only in the overall winner's group."""
-    scored = [name for name, s in scores.items() if s.gain is not None]
-    if not scored:
+    first = winner(scores)
+    if first is None:
         return scores
-    winner = rank({name: scores[name] for name in scored})[0]
-    return {name: s if keys[name] == keys[winner] else Score(**{**s.__dict__, "tied": False}) for name, s in scores.items()}
+    return {name: s if keys[name] == keys[first] else Score(**{**s.__dict__, "tied": False}) for name, s in scores.items()}
 
 
 def row(j: Judged, config: dict[str, Any]) -> dict[str, Any]:

@@ -138,17 +138,21 @@ def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], siz
     return _with_ties(scores, resampled)
 
 
+def winner(scores: Mapping[str, Score]) -> str | None:
+    """The ranking's #1 among trials with a gain (the one ties are counted against, also between equal gains)."""
+    scored = {name: s for name, s in scores.items() if s.gain is not None}
+    return rank(scored)[0] if scored else None
+
+
 def _with_ties(scores: dict[str, Score], resampled: Mapping[str, np.ndarray]) -> dict[str, Score]:
-    scored = [name for name, s in scores.items() if s.gain is not None]
-    if not scored:
+    first = winner(scores)
+    if first not in resampled:  # no winner, or no per-task results to resample
         return scores
-    winner = rank({name: scores[name] for name in scored})[0]  # the ranking's #1, also between equal gains
     out = dict(scores)
-    for name in scored:
-        if name == winner or name not in resampled or winner not in resampled:
-            continue
-        lead = resampled[winner] - resampled[name]
-        out[name] = Score(**{**scores[name].__dict__, "tied": bool(np.nanquantile(lead, TIE_QUANTILE) <= 0)})
+    for name in resampled:
+        if name != first:
+            lead = resampled[first] - resampled[name]
+            out[name] = Score(**{**scores[name].__dict__, "tied": bool(np.nanquantile(lead, TIE_QUANTILE) <= 0)})
     return out
 
 
