@@ -21,7 +21,8 @@ of a run's process tree (trainer process and its environment servers, sampled af
 trials that tree holds at once. Startup (imports, loading the base, starting the MCP servers) is part of each run:
 it is what packing shares. Prints a table, then one JSON line ``{"bench": "packing", ..., "ratio": ...}``
 where ``ratio`` is K=4's trial-steps per CPU-hour over unpacked's.
-Leaves out: batched rollouts across adapters (each member samples alone), GPUs, Tune's own overhead.
+Leaves out: batched rollouts across adapters (each member samples alone; ``bench/mixed_adapters.py`` measures
+why), GPUs, Tune's own overhead.
 """
 
 from __future__ import annotations

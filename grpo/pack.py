@@ -12,7 +12,8 @@ resumes alone or in any pack.
 Members may join and leave while others run (a Tune scheduler stops one trial; the next takes its place).
 Keys under ``grpo.config.PACK_WIDE_KEYS`` must be equal across a pack (they make its base), and so must
 the training tasks; a member that differs is refused with ``PackError`` naming the key.
-Leaves out: rollouts of several members in one batched forward (each member samples alone), several
+Leaves out: rollouts of several members in one batched forward (each member samples alone: on CPU a mixed
+batch is slower, ``bench/mixed_adapters.py``), several
 ranks or a GPU (FSDP2 wraps the base before adapters are added: unverified, refused), and Tune itself.
 """
 

@@ -13,7 +13,7 @@ Tune as an unpacked trial's is. A member whose trial process died without leavin
 evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
 that dies takes no member with it: each member's attempt ends as a lost process (``sweep.attempts.ProcessLost``),
 Tune restarts it (``failures.max_trial_restarts``) and it joins another host from its newest checkpoint.
-Leaves out: batched rollouts across members, GPUs, PBT and several workers (refused in ``sweep.checks``).
+Leaves out: batched rollouts across members (slower on CPU: ``bench/mixed_adapters.py``), GPUs, PBT and several workers (refused in ``sweep.checks``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from grpo.process import exit_rank_process
 from grpo.update import UpdateSettings, policy_update
 from tests.conftest import TEST_MODEL
 from tests.grpo.test_update import _batch
+from tests.support.ports import free_port
 
 AGGREGATIONS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 STEPS = 2
@@ -57,18 +57,12 @@ def _rank_main(rank: int, world: int, port: int, base: str, batch: TrainBatch, o
     exit_rank_process(0)  # a plain return races gloo's threads at exit (SIGABRT in about 1 run of 20)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_fsdp2_ranks_match_one_process(tiny_base, chat, tasks, tmp_path):
     batch = _batch(chat, [tasks[i] for i in (36, 0, 48, 12, 60, 24)], [1.0, -0.5, 0.8, -1.2, 0.3, -0.4])
     assert batch.loss_mask[0::2].sum() != batch.loss_mask[1::2].sum()
     out = tmp_path / "sharded.pt"
-    mp.spawn(_rank_main, args=(2, _free_port(), tiny_base, batch, str(out)), nprocs=2, join=True)
+    mp.spawn(_rank_main, args=(2, free_port(), tiny_base, batch, str(out)), nprocs=2, join=True)
     sharded = torch.load(out, weights_only=False)
     for agg in AGGREGATIONS:
         single_stats, single_weights = _train(tiny_base, batch, agg, ONE_PROCESS)

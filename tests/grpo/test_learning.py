@@ -32,15 +32,15 @@ def test_good_learning_rate_raises_held_out_pass_at_1(tmp_path):
     from grpo.trainer import train
 
     trainer = load_space(SPACE).trainer
-    steps = trainer.total_steps // 3  # held-out evals at 0 and the end (training draws the same either way)
-    cfg = trainer.model_copy(update={"total_steps": steps, "output_dir": str(tmp_path),
-                                     "eval": trainer.eval.model_copy(update={"interval": steps})})
+    total = trainer.total_steps // 3  # held-out evals at 0 and the end (training draws the same either way)
+    cfg = trainer.model_copy(update={"total_steps": total, "output_dir": str(tmp_path),
+                                     "eval": trainer.eval.model_copy(update={"interval": total})})
     train(cfg, ListReporter())
     evals = [json.loads(line) for line in (tmp_path / "aggregated_results.jsonl").read_text().splitlines()]
-    steps = [e["global_step"] for e in evals]
+    eval_steps = [e["global_step"] for e in evals]
     curve = [round(e["eval/avg_pass_at_1"], 3) for e in evals]
-    give_ups = [round(_give_up_share(tmp_path / f"global_step_{s}"), 3) for s in steps]
-    assert steps == list(range(0, cfg.total_steps + 1, cfg.eval.interval))
+    give_ups = [round(_give_up_share(tmp_path / f"global_step_{s}"), 3) for s in eval_steps]
+    assert eval_steps == list(range(0, cfg.total_steps + 1, cfg.eval.interval))
     assert 0.1 <= curve[0] <= 0.6, curve  # the base succeeds sometimes
     assert 0.25 <= give_ups[0] <= 0.55, give_ups  # and gives up on about model.warmstart_give_up of the tasks
     assert curve[-1] - curve[0] >= 0.15, curve  # GRPO raises it

@@ -1,25 +1,14 @@
-"""Helpers for tests that talk to a Ray head over its dashboard: free ports, the job client, its HTTP API,
+"""Helpers for tests that talk to a Ray head over its dashboard: the job client, its HTTP API,
 and the tiny space they submit."""
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from pathlib import Path
 
 from tests.conftest import TEST_MODEL
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def get_json(url: str):

@@ -9,7 +9,6 @@ Leaves out: s3fs (it pins an older botocore than boto3 needs; see FIELD_NOTES).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,13 +21,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.support.ports import free_port
+
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MotoServer:

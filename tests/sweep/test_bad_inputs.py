@@ -23,7 +23,8 @@ import yaml
 
 from configkit.base import ConfigError
 from sweep.__main__ import main
-from tests.support.s3 import FAKE_CREDENTIALS, free_port, moto_server, s3_bucket  # noqa: F401
+from tests.support.ports import free_port
+from tests.support.s3 import FAKE_CREDENTIALS, moto_server, s3_bucket  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_SPACES = sorted((ROOT / "sweep" / "search_spaces").glob("*.yaml"))

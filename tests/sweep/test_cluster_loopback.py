@@ -44,7 +44,8 @@ import pytest
 import yaml
 
 from sweep.cluster_local import HEAD_PORT_FLAGS, LocalCluster, derive
-from tests.support.ray_jobs import free_ports, get_json, tiny_space, wait_for_client
+from tests.support.ports import free_ports
+from tests.support.ray_jobs import get_json, tiny_space, wait_for_client
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

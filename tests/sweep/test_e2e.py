@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_MODEL
-from tests.sweep.test_notify import Webhook
+from tests.support.webhook import Webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 
