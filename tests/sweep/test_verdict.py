@@ -169,3 +169,25 @@ def test_the_clip_rules_read_ppos_clip_only(loss):
     idle = {"evals": held, "base": BASE, "clip_frac": [0.0] * 10, "kl": [1e-6] * 10, "variance_per_prompt": [0.1] * 10, "optimizer_steps": 2}
     assert verdict(TrialEvidence("t", **idle), s_held).label == "too low"
     assert verdict(TrialEvidence("t", policy_loss=loss, **idle), s_held).label == "flat"
+
+
+def test_ties_and_intervals_hold_whatever_the_trial_ids_and_their_order():
+    """Random sweeps with random trial ids, some trials a copy of another's evals under a new id (equal gains
+    happen: gains are counts over a fixed eval set): the ranking's #1 is never tied, a copy of it always is,
+    and every trial's score is the same whatever order the sweep lists the trials in."""
+    import random
+
+    for case in range(12):
+        rng = random.Random(case)
+        trials = {}
+        for _ in range(rng.randint(2, 5)):
+            rates = sorted(rng.uniform(0.2, 0.6) for _ in range(2))
+            trials[f"{rng.randrange(16**5):05x}"] = [point(10, rates[0], spread=0.25), point(15, rates[1], spread=0.25)]
+        for name in rng.sample(sorted(trials), rng.randint(1, len(trials))):
+            trials[f"{rng.randrange(16**5):05x}"] = trials[name]  # the same evals under another id
+        scores = score_trials(BASE, trials, size=2)
+        first = rank(scores)[0]
+        assert not scores[first].tied, case
+        assert all(scores[n].tied for n in trials if n != first and trials[n] is trials[first]), case
+        shuffled = dict(rng.sample(sorted(trials.items()), len(trials)))
+        assert score_trials(BASE, shuffled, size=2) == scores, case
