@@ -1,5 +1,5 @@
-"""Packed trials through Tune (``resources.trials_per_worker``): two LoRA trials share a pack host, the median
-scheduler stops one by itself, the next trial takes the freed place, and every trial reports its own steps;
+"""Packed trials through Tune (``resources.trials_per_worker``): two LoRA trials share a pack host, ASHA stops
+one by itself at its first rung, the next trial takes the freed place, and every trial reports its own steps;
 a host that dies costs its members a restart from their checkpoints, nothing more."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_packed_trials_share_a_host_and_are_scheduled_one_by_one(tmp_path):
         "trainer": tiny_trainer(total_steps=3, model={**TEST_MODEL, "lora": {"rank": 2, "alpha": 4.0}}),
         "space": {"optim.lr": {"grid": [1e-2, 1e-3, 1e-6]}},
         "search": {"searcher": "grid", "num_samples": 1, "metric": "policy/lr", "mode": "max"},
-        "scheduler": {"type": "median", "grace_period": 2, "min_samples_required": 1},
+        "scheduler": {"type": "asha", "grace_period": 2, "reduction_factor": 2},  # 1e-6 reaches the rung after the others
         "resources": {"cpus_per_trial": 2, "trials_per_worker": 2},  # each trial asks for 1 CPU: two at once on 2
     })
     results = fit(cfg)
