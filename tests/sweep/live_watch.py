@@ -32,7 +32,7 @@ from tests.support.processes import kill_by_env, kill_group, pids_with_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ["verdict", "leaderboard", "curves", "verdicts", "envs", "importance", "diagnoses", "trajectories"]
-DUMP_EVERY_S = 3.0
+DUMP_EVERY_S = 2.0
 
 
 def chromium() -> str | None:
@@ -40,15 +40,17 @@ def chromium() -> str | None:
 
 
 def report_space(storage: Path) -> dict:
-    """Two trials of up to three steps on the tiny policy, eval every step, zero-signal rule on."""
+    """Two trials of up to three steps on the tiny policy, eval every step, zero-signal rule on. Each step rolls
+    out 128 episodes so a trial runs for several seconds even on a quick machine: the page rebuilds at most every
+    3 s, and with 4-episode steps (a quarter second) the trials ended between two builds, never seen running."""
     return {
         "name": "report_e2e",
-        "trainer": {"total_steps": 3, "model": TEST_MODEL, "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 2},
+        "trainer": {"total_steps": 3, "model": TEST_MODEL, "rollout": {"prompts_per_step": 8, "n_samples_per_prompt": 16, "max_turns": 2},
                     "eval": {"interval": 1, "max_tasks": 2, "n_samples": 2}},
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, "algorithm.kl_coef": {"choice": [0.0, 0.05]}},
         "search": {"searcher": "optuna", "num_samples": 2, "n_startup_trials": 2, "seed": 3, "metric": "eval/avg_pass_at_1"},
         "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
-        "stopping": {"zero_signal": {"enabled": True, "threshold": 1e-3, "patience": 2}},
+        "stopping": {"zero_signal": {"enabled": True, "threshold": 1e-3, "patience": 3}},
         "resources": {"cpus_per_trial": 1},
         "logging": {"progress": False, "tensorboard": False},
         "max_concurrent_trials": 2,
@@ -232,10 +234,13 @@ def run_watched(tmp: Path, cache: Path) -> Watched:
         while driver.poll() is None and time.monotonic() < deadline and not (_printed(log, "live page: ") and _printed(log, "Ray dashboard: ")):
             time.sleep(0.2)
         w.live_url, w.dashboard_url = _printed(log, "live page: "), _printed(log, "Ray dashboard: ")
-        if w.dashboard_url:
-            _check_dashboard(w, driver)
+        checker = threading.Thread(target=_check_dashboard, args=(w, driver), daemon=True)  # beside the page: on a quick
+        if w.dashboard_url:  # machine the trials would end while the dashboard starts, before a page showed them running
+            checker.start()
         if w.live_url:
             _watch_page(w, driver, browser)
+        if checker.is_alive():
+            checker.join()
         driver.wait(timeout=900)
         if w.dashboard_url:
             w.dashboard_after_exit = _status(w.dashboard_url)
