@@ -43,21 +43,14 @@ class Recording:
 
     def __init__(self, inner: HFGenerator):
         self.inner = inner
-        self.needs_weight_sync = inner.needs_weight_sync
         self.steps: list[list[tuple[list[list[int]], SamplingParams]]] = []  # per step, its calls in order
 
     def generate(self, prompts, sampling):
         self.steps[-1].append((prompts, sampling))
         return self.inner.generate(prompts, sampling)
 
-    def load_weights(self, weights):
-        self.inner.load_weights(weights)
-
-    def sleep(self):
-        pass
-
-    def wake(self):
-        pass
+    def __getattr__(self, name):  # the rest of the generator seam is the member's own
+        return getattr(self.inner, name)
 
 
 class Routed:

@@ -234,12 +234,13 @@ def run_watched(tmp: Path, cache: Path) -> Watched:
         while driver.poll() is None and time.monotonic() < deadline and not (_printed(log, "live page: ") and _printed(log, "Ray dashboard: ")):
             time.sleep(0.2)
         w.live_url, w.dashboard_url = _printed(log, "live page: "), _printed(log, "Ray dashboard: ")
-        checker = threading.Thread(target=_check_dashboard, args=(w, driver), daemon=True)  # beside the page: on a quick
-        if w.dashboard_url:  # machine the trials would end while the dashboard starts, before a page showed them running
+        # the dashboard is checked beside the page: on a quick machine the trials would end while it starts
+        checker = threading.Thread(target=_check_dashboard, args=(w, driver), daemon=True)
+        if w.dashboard_url:
             checker.start()
         if w.live_url:
             _watch_page(w, driver, browser)
-        if checker.is_alive():
+        if w.dashboard_url:
             checker.join()
         driver.wait(timeout=900)
         if w.dashboard_url:
