@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from configkit import environ
-from configkit.base import ConfigError
 from grpo.chat import ChatFormat
+from grpo.combinations import refuse, worker_clashes
 from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, on_gpu, parallelize
 from grpo.lora import AdapterOff, base_of, trainable_parameters, with_adapter
@@ -26,7 +26,7 @@ from grpo.rollout import Generator
 from grpo.rollout.hf import HFGenerator
 from grpo.tiny import load_tiny_tokenizer
 from grpo.warmstart import base_policy_path
-from toolenvs.backend import EnvBackend, make_backend
+from toolenvs.seam import EnvBackend
 from toolenvs.task import Task
 
 
@@ -45,7 +45,7 @@ class Models:
 def build_models(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks = ONE_PROCESS) -> Models:
     """Policy and reference, FSDP2-wrapped when there are several ranks or a GPU, an AdamW on the policy,
     and the generator that samples from it (refreshed after every update when it is not the policy itself)."""
-    check_lora_world(cfg, ranks)
+    refuse(worker_clashes(cfg, ranks.world))  # LoRA on several ranks is unverified, among others
     tokenizer, load, model_dir = policy_source(cfg, tasks, ranks)
     chat = ChatFormat(tokenizer)
     m = cfg.model
@@ -62,20 +62,11 @@ def build_models(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks = ONE_P
 def lora_policy(cfg: TrainerConfig, load, ranks: Ranks, bf16: bool):
     """The policy with a LoRA adapter (``model.lora``) and its reference, the same module with the adapter
     off (None when kl_coef is 0): no second copy of the base. The adapter goes on before FSDP2, which
-    then wraps the base's layers, adapters inside (the one-GPU path; several ranks are refused, ``check_lora_world``)."""
+    then wraps the base's layers, adapters inside (the one-GPU path; several ranks are refused, ``grpo.combinations``)."""
     m = cfg.model
     policy = with_adapter(load(True), m.lora, cfg.seed)
     parallelize(base_of(policy), ranks, bf16=bf16, activation_checkpointing=m.activation_checkpointing, cpu_offload=m.cpu_offload)
     return policy, AdapterOff(policy) if cfg.algorithm.kl_coef > 0 else None
-
-
-def check_lora_world(cfg: TrainerConfig, ranks: Ranks) -> None:
-    """LoRA runs on one worker for now: sharded adapters, and the sampler's weight sync of them, are unverified."""
-    if cfg.model.lora is not None and ranks.sharded:
-        raise ConfigError(
-            f"model.lora with workers_per_trial {ranks.world} is not supported yet (sharded adapters are unverified): "
-            "run LoRA trials on one worker (resources.workers_per_trial: 1), or drop model.lora"
-        )
 
 
 def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy, load, ranks: Ranks) -> Generator:
@@ -108,7 +99,7 @@ def policy_source(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks):
 
 def open_environments(cfg: TrainerConfig, tasks: Sequence[Task]) -> EnvBackend:
     """The environment backend ``env.backend`` names, for the env_keys of ``tasks`` (enter it to start it)."""
-    return make_backend(cfg.env.backend, sorted({t.env_key for t in tasks}), cfg.env.client_limits())
+    return cfg.env.backend.open(sorted({t.env_key for t in tasks}))
 
 
 def release_cached_memory() -> None:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from configkit.base import StrictModel
-from toolenvs.backend import BackendConfig, ClientLimits, LocalBackendConfig
+from toolenvs.backend import BackendConfig, LocalBackendConfig
 
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
@@ -196,16 +196,6 @@ class AlgorithmConfig(StrictModel):
         default_factory=DynamicSamplingConfig, description="DAPO dynamic sampling: replace zero-variance groups by rolling out more tasks."
     )
 
-    def several_workers_problem(self, workers: str) -> str | None:
-        """Why dynamic sampling as set cannot train on several workers (``workers`` says how many, in words), or None."""
-        if self.dynamic_sampling.enabled and self.loss_agg == "seq-mean-token-sum-norm":
-            return (
-                f"with {workers} and algorithm.loss_agg seq-mean-token-sum-norm: the groups that train are "
-                "dealt to the workers and the shorter shares padded with empty rows, which this aggregation counts (it divides by every "
-                "sequence); use loss_agg token-mean or seq-mean-token-mean, or one worker"
-            )
-        return None
-
 
 class VLLMConfig(StrictModel):
     """The colocated vLLM engine (``rollout.backend: vllm``), one per trainer rank, sharing its GPU with the policy."""
@@ -247,18 +237,35 @@ class EnvConfig(StrictModel):
     tasks_path: str | list[str] = Field(DEFAULT_TASKS, description="JSONL task records: one file, or a list of files (task_keys unique across them).")
     env_keys: list[str] | None = Field(None, description="Keep only tasks of these env_keys (None: all).")
     max_tasks: int | None = Field(None, ge=1, description="Keep at most this many tasks (after filtering).")
-    max_concurrent: int = Field(32, ge=1, description="Open MCP sessions per trial at most.")
-    call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call.")
 
     @model_validator(mode="before")
     @classmethod
     def _backend_by_name(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("backend"), str):
             data = {**data, "backend": {"type": data["backend"]}}
-        return data
+        return moved_client_limits(data)
 
-    def client_limits(self) -> ClientLimits:
-        return ClientLimits(self.max_concurrent, self.call_timeout_s)
+
+# Where ``env.max_concurrent`` and ``env.call_timeout_s`` lived before they moved under the backend that honours
+# them (the local apps' client), with the values every config saved then carries: sweeps saved before the move resume.
+MOVED_CLIENT_LIMITS = {"max_concurrent": 32, "call_timeout_s": 10.0}
+
+
+def moved_client_limits(data: Any) -> Any:
+    """``env.max_concurrent``/``env.call_timeout_s`` (the old place) moved to ``env.backend``: into a local backend
+    that does not set them itself; on Fleet, which never honoured them, dropped when they hold the old defaults
+    (saved configs always wrote them), else refused by name with where Fleet's own limits are."""
+    if not isinstance(data, dict) or not MOVED_CLIENT_LIMITS.keys() & data.keys():
+        return data
+    data = dict(data)
+    moved = {key: data.pop(key) for key in MOVED_CLIENT_LIMITS if key in data}
+    backend = data.get("backend", {"type": "local"})
+    if not isinstance(backend, dict):
+        return {**data, **moved}  # not a backend section: leave the keys for the validator to name
+    if backend.get("type", "local") == "local":
+        return {**data, "backend": {**moved, **backend}}
+    changed = {key: value for key, value in moved.items() if value != MOVED_CLIENT_LIMITS[key]}
+    return {**data, **changed}  # Fleet never used them: kept only to be refused (extra keys are errors)
 
 
 class EvalConfig(StrictModel):

@@ -28,7 +28,7 @@ from grpo.curriculum import CurriculumSampler
 from grpo.data import TaskSampler
 from grpo.distributed import gather_lists
 from grpo.episodes import EpisodeLimits, Trajectory, collect
-from toolenvs.backend import EnvBackend
+from toolenvs.seam import EnvBackend
 from toolenvs.task import Task
 
 

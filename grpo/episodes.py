@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
 from grpo.rollout import Completion, Generator, SamplingParams
-from toolenvs.backend import EnvBackend, EpisodeClient
 from toolenvs.errors import EnvError
 from toolenvs.outcomes import Failure
 from toolenvs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
+from toolenvs.seam import EnvBackend, EpisodeClient
 from toolenvs.task import Task
 
 FAILURE_TEXT = 200  # characters of a failed turn's text kept in its trajectory

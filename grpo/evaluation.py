@@ -26,8 +26,8 @@ from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.episodes import EpisodeLimits, Trajectory, collect
 from grpo.metrics import SampleOutcome, eval_gain, eval_metrics
-from toolenvs.backend import EnvBackend
 from toolenvs.outcomes import passed
+from toolenvs.seam import EnvBackend
 from toolenvs.task import Task
 
 log = logging.getLogger(__name__)

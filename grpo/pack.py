@@ -31,6 +31,7 @@ import torch
 from configkit.base import ConfigError, dotted_keys
 from grpo.build import Models, open_environments, policy_source
 from grpo.chat import ChatFormat
+from grpo.combinations import pack_clashes, refuse
 from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
 from grpo.distributed import on_gpu
@@ -38,7 +39,7 @@ from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapte
 from grpo.reporting import Reporter
 from grpo.rollout.hf import HFGenerator
 from grpo.trainer import Progress, start_process, start_progress, train_step
-from toolenvs.backend import EnvBackend
+from toolenvs.seam import EnvBackend
 
 
 class PackError(ConfigError):
@@ -82,15 +83,10 @@ class Pack:
 
     def __init__(self, cfg: TrainerConfig):
         """``cfg``: any member's config; its pack-wide keys are the pack's (every member must share them)."""
-        if cfg.model.lora is None:
-            raise PackError("resources.trials_per_worker > 1 packs LoRA trials on one base: set trainer.model.lora")
-        if on_gpu():
-            raise PackError("packed LoRA trials run on CPU for now (adapters added after FSDP2 wraps the base are unverified): "
-                            "set resources.trials_per_worker: 1 on GPU workers")
+        refuse(pack_clashes(cfg, 1, on_gpu()), PackError)
         self.cfg = cfg
         self.ranks = start_process(cfg.model_copy(update={"output_dir": None}))
-        if self.ranks.sharded:
-            raise PackError(f"packed LoRA trials run in one process, not {self.ranks.world} workers: set resources.workers_per_trial: 1")
+        refuse(pack_clashes(cfg, self.ranks.world, on_gpu()), PackError)
         self.train_tasks, self.eval_tasks = trial_tasks(cfg)
         tokenizer, self._load, _ = policy_source(cfg, self.train_tasks, self.ranks)
         self.chat = ChatFormat(tokenizer)
@@ -174,9 +170,9 @@ class Pack:
 
 
 def check_packable(pack: TrainerConfig, trial: TrainerConfig) -> None:
-    """A trial may join a pack when it is LoRA and agrees with it on every pack-wide key (``grpo.config.PACK_WIDE_KEYS``)."""
-    if trial.model.lora is None:
-        raise PackError("a packed trial must be a LoRA trial (model.lora): full fine-tuning changes the shared base")
+    """A trial may join a pack when it can be packed at all (``grpo.combinations.pack_clashes``) and agrees with the
+    pack on every pack-wide key (``grpo.config.PACK_WIDE_KEYS``)."""
+    refuse(pack_clashes(trial, 1, False), PackError)  # a LoRA trial, sampled with HF generate
     differ = base_differences(pack, trial)
     if differ:
         shown = ", ".join(f"'{k}' ({a!r} vs {b!r})" for k, a, b in differ[:5])

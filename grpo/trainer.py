@@ -26,6 +26,7 @@ import torch
 
 from grpo.build import Models, build_models, open_environments, release_cached_memory
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
+from grpo.combinations import refuse, worker_clashes
 from grpo.config import TrainerConfig
 from grpo.curriculum import CurriculumSampler
 from grpo.data import TaskSampler, make_sampler, trial_tasks
@@ -40,7 +41,7 @@ from grpo.rollout import check_logprob_gap
 from grpo.schedule import lr_multiplier
 from grpo.train_batch import training_batch
 from grpo.update import UpdateSettings, policy_update
-from toolenvs.backend import EnvBackend
+from toolenvs.seam import EnvBackend
 from toolenvs.task import Task
 
 log = logging.getLogger(__name__)
@@ -122,16 +123,8 @@ def start_process(cfg: TrainerConfig) -> Ranks:
 
 
 def check_world(cfg: TrainerConfig, ranks: Ranks) -> None:
-    """Every rank must get the same number of tasks and run the same number of mini-batches."""
-    if cfg.rollout.prompts_per_step % ranks.world:
-        raise ValueError(f"rollout.prompts_per_step={cfg.rollout.prompts_per_step} must be a multiple of the {ranks.world} workers")
-    if cfg.model.cpu_offload and ranks.sharded:
-        raise ValueError(f"model.cpu_offload with {ranks.world} workers: offloaded shards need collectives on CPU tensors, which NCCL cannot run; use one worker")
-    per_rank = cfg.rollout.prompts_per_step // ranks.world * cfg.rollout.n_samples_per_prompt
-    if per_rank < cfg.algorithm.mini_batches:
-        raise ValueError(f"algorithm.mini_batches={cfg.algorithm.mini_batches} exceeds the {per_rank} episodes each of {ranks.world} workers trains on")
-    if ranks.sharded and (problem := cfg.algorithm.several_workers_problem(f"{ranks.world} workers")):
-        raise ValueError(f"algorithm.dynamic_sampling.enabled {problem}")
+    """The settings train on this many ranks: every rank gets the same tasks and mini-batches (``grpo.combinations``)."""
+    refuse(worker_clashes(cfg, ranks.world))
 
 
 def due(step: int, interval: int, total_steps: int) -> bool:

@@ -7,7 +7,7 @@ resources are this machine's unless the caller passes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from configkit import environ
 from configkit.base import ConfigError, apply_overrides, describe_errors, dotted_keys
+from grpo.combinations import Clash, pack_clashes, worker_clashes
 from grpo.config import TrainerConfig, pack_wide
 from sweep.bases import base_problems
 from sweep.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
@@ -170,23 +171,17 @@ def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: s
 
 def backend_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> Iterator[str]:
     """The environment backend can run every task (``tasks``: the trainer's training and held-out ones), and
-    has what it needs (Fleet: key, SDK, OpenEnv)."""
-    from toolenvs.backend import task_problems
+    has what it needs here (its own ``problems``: Fleet's key, SDK and OpenEnv)."""
     from toolenvs.local import APPS as local_apps
 
     backend = base.env.backend
     train, held_out = tasks
-    problems = task_problems(backend, train + held_out)
     hosted = sorted({t.env_key for t in train} - set(local_apps))
     if base.model.name_or_path is None and base.model.warmstart_steps > 0 and hosted:
         yield (f"{source}: key '{prefix}model.name_or_path' = None: the tiny model is warm-started by replaying the tasks' solutions "
                f"on our local apps, and {', '.join(hosted)} are not local apps; name a pretrained model (e.g. Qwen/Qwen3-8B) "
                "or set trainer.model.warmstart_steps: 0")
-    if backend.type == "fleet":
-        from toolenvs.fleet import fleet_problems
-
-        problems += fleet_problems(backend.openenv_path)
-    for problem in problems:
+    for problem in backend.problems(train + held_out):
         yield f"{source}: key '{prefix}env.backend' = {{type: {backend.type}}}: {problem}"
 
 
@@ -295,24 +290,12 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
             f"for {r.gpus_per_trial:g} GPUs per trial set workers_per_trial: {r.gpus_per_trial:g} and gpus_per_trial: 1 "
             "(one FSDP2 rank, and one vLLM engine, per GPU)"
         )
-    if r.workers_per_trial > 1 and (problem := base.algorithm.several_workers_problem(f"resources.workers_per_trial = {r.workers_per_trial}")):
-        problems.append(f"{source}: key 'trainer.algorithm.dynamic_sampling.enabled' = true {problem}")
     if r.workers_per_trial > 1 and 0 < r.gpus_per_trial < 1:
         problems.append(
             f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g} with workers_per_trial = {r.workers_per_trial}: Ray may put two "
             "workers of a trial on one GPU, which NCCL refuses; give each worker a whole GPU (gpus_per_trial: 1)"
         )
-    if r.workers_per_trial > 1 and base.model.cpu_offload:
-        problems.append(
-            f"{source}: key 'trainer.model.cpu_offload' = true with workers_per_trial = {r.workers_per_trial}: offloaded shards would need "
-            "collectives on CPU tensors, which the workers' NCCL group cannot run; set it false (or run one worker per trial)"
-        )
-    lora = base.model.lora is not None or any(key.startswith("model.lora") for key in cfg.space)
-    if r.workers_per_trial > 1 and lora:
-        problems.append(
-            f"{source}: key 'trainer.model.lora' with workers_per_trial = {r.workers_per_trial}: LoRA trials run on one worker for now "
-            "(sharded adapters are unverified); set resources.workers_per_trial: 1, or drop trainer.model.lora"
-        )
+    problems += clash_problems(cfg, lambda trainer: worker_clashes(trainer, r.workers_per_trial), source)
     swept = cfg.space.get("rollout.backend")
     vllm = base.rollout.backend == "vllm" or (swept is not None and swept.contains("vllm"))
     if vllm and r.gpus_per_trial <= 0:
@@ -328,21 +311,32 @@ def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> li
     return problems
 
 
+def trainer_variants(cfg: SweepConfig) -> Iterator[tuple[TrainerConfig, str]]:
+    """The base trainer, and the base with each extreme of each swept key that the trainer accepts (each with
+    the words naming it): what the combination rules (``grpo.combinations``) are checked on."""
+    yield cfg.trainer, ""
+    for key, dist in cfg.space.items():
+        for value in dist.extremes():
+            try:
+                yield TrainerConfig.model_validate(apply_overrides(cfg.trainer.model_dump(), {key: value})), f" (where space.{key} = {value!r})"
+            except ValidationError:  # named by the space's own check
+                continue
+
+
+def clash_problems(cfg: SweepConfig, clashes: Callable[[TrainerConfig], list[Clash]], source: str) -> list[str]:
+    """Each clash a rule finds in the base or a swept extreme, once per key (the base's first)."""
+    found: dict[str, str] = {}
+    for trainer, where in trainer_variants(cfg):
+        for clash in clashes(trainer):
+            found.setdefault(clash.key, f"{source}: key '{clash.key}' {clash.text}{where}")
+    return list(found.values())
+
+
 def packing_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list[str]:
     """``resources.trials_per_worker`` > 1 packs LoRA trials on one frozen base in one process (``grpo.pack``): only
     keys a trial owns may vary inside a pack; what makes the base, or needs a worker of its own, is refused by name."""
     r, k = cfg.resources, f"{source}: key 'resources.trials_per_worker' = {cfg.resources.trials_per_worker}"
-    problems = []
-    if base.model.lora is None:
-        problems.append(f"{k} packs LoRA trials on one shared base; set trainer.model.lora (e.g. {{rank: 16}}) or trials_per_worker: 1")
-    if r.workers_per_trial > 1:
-        problems.append(f"{k} with workers_per_trial = {r.workers_per_trial}: a pack is one process (FSDP2-sharded LoRA is unverified); set workers_per_trial: 1")
-    swept_backend = cfg.space.get("rollout.backend")
-    if base.rollout.backend == "vllm" or (swept_backend is not None and swept_backend.contains("vllm")):
-        problems.append(f"{k} with rollout.backend 'vllm': a pack samples with HF generate on its shared base; set rollout.backend: hf")
-    if r.gpus_per_trial > 0:
-        problems.append(f"{k} with gpus_per_trial = {r.gpus_per_trial:g}: packs run on CPU for now (adapters added after FSDP2 wraps "
-                        "the base are unverified); set gpus_per_trial: 0 or trials_per_worker: 1")
+    problems = clash_problems(cfg, lambda trainer: pack_clashes(trainer, r.workers_per_trial, r.gpus_per_trial > 0), source)
     if isinstance(cfg.scheduler, PbtConfig):
         problems.append(f"{k} with scheduler.type 'pbt': PBT's exploit restarts trials from each other's checkpoints, unverified in a pack; "
                         "use asha, median or fifo, or trials_per_worker: 1")

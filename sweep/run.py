@@ -116,8 +116,8 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
         print(f"Ray dashboard: {url}{moved}", flush=True)
     try:
         check_resources(cfg, ray.cluster_resources())
-        slots = start_fleet_slots(cfg)  # noqa: F841 - held while the trials run
-        return make_tuner().fit()
+        with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
+            return make_tuner().fit()
     except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
         for notifier in notifiers(cfg):
             notifier.sweep_failed(exc)
@@ -187,16 +187,6 @@ def prepare_environment() -> None:
     if environ.GRPO_SWEEP_CACHE.is_set():  # trials run in their own directories
         environ.GRPO_SWEEP_CACHE.set(str(Path(environ.GRPO_SWEEP_CACHE.get() or "").expanduser().resolve()))
     snapshot_often()
-
-
-def start_fleet_slots(cfg: SweepConfig) -> Any:
-    """On Fleet, the actor capping the sweep's open instances (``toolenvs.fleet_slots``); else None."""
-    backend = cfg.trainer.env.backend
-    if backend.type != "fleet":
-        return None
-    from toolenvs.fleet_slots import start
-
-    return start(backend.max_instances, backend.ttl_s)
 
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:

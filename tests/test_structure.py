@@ -114,3 +114,43 @@ def test_environment_variables_are_named_in_one_module():
     assert len(names) == len(set(names)) and all(variable.why for variable in environ.ALL)
     assert {"GRPO_SWEEP_CACHE", "HF_HUB_OFFLINE", "TUNE_FUNCTION_THREAD_TIMEOUT_S", "TUNE_GLOBAL_CHECKPOINT_S", "GRPO_ENV_TRACING",
             "LOCAL_RANK", "WANDB_API_KEY"} <= set(names)
+
+
+BACKEND_MODULES = {"toolenvs/backend.py", "toolenvs/seam.py", "toolenvs/local/backend.py", "toolenvs/fleet_backend.py"}
+
+
+def _backend_branches(tree: ast.AST) -> list[int]:
+    """Lines that ask which environment backend a config chose: ``x.type == "fleet"`` (or ``!=``, ``in``) against a
+    backend's name, or ``isinstance(x, ...BackendConfig)``."""
+    names = {"local", "fleet"}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            typed = any(isinstance(s, ast.Attribute) and s.attr == "type" for s in sides)
+            named = any(isinstance(s, ast.Constant) and s.value in names for s in sides)
+            if typed and named:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+            if any(isinstance(n, ast.Name) and n.id.endswith("BackendConfig") for n in ast.walk(node.args[1])):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_but_a_backend_asks_which_backend_it_is():
+    """A backend's config owns its checks, its sweep-wide parts and how it opens environments
+    (``toolenvs.seam.BackendSettings``): the sweep and the trainer call those and never branch on the backend's type."""
+    branching = sorted(
+        f"{path.relative_to(ROOT)}:{line}"
+        for package in FLOORS
+        for path in (ROOT / package).rglob("*.py")
+        if str(path.relative_to(ROOT)) not in BACKEND_MODULES
+        for line in _backend_branches(ast.parse(path.read_text()))
+    )
+    assert not branching, branching
+
+
+def test_the_backend_guard_sees_a_branch():
+    assert _backend_branches(ast.parse("if cfg.env.backend.type == 'fleet':\n    pass\n")) == [1]
+    assert _backend_branches(ast.parse("ok = isinstance(b, FleetBackendConfig)\n")) == [1]
+    assert _backend_branches(ast.parse("if split.method == 'fleet':\n    pass\n")) == []  # a split's method is not a backend

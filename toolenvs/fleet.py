@@ -87,7 +87,7 @@ def task_config(task: Task) -> dict[str, Any]:
     """Our task record as the ``task_config`` dict ``FleetTaskEnv`` reads (OpenEnv's names)."""
     config: dict[str, Any] = {"task_key": task.task_key, "prompt": task.prompt, "env_key": task.env_key,
                               "env_variables": task.env_variables, "task_modality": task.modality}
-    for key in ("env_version", "data_key", "data_version", "verifier_func"):  # our verifier_code is not Fleet's (backend.task_problems)
+    for key in ("env_version", "data_key", "data_version", "verifier_func"):  # our verifier_code is not Fleet's (FleetBackendConfig.problems)
         if getattr(task, key) is not None:
             config[key] = getattr(task, key)
     return config

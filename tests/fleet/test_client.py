@@ -1,4 +1,4 @@
-"""Our ``fleet`` backend (``toolenvs.backend.FleetBackend``, ``toolenvs.fleet``) on OpenEnv's real
+"""Our ``fleet`` backend (``toolenvs.fleet_backend.FleetBackend``, ``toolenvs.fleet``) on OpenEnv's real
 ``FleetTaskEnv`` and the real ``fleet-python`` SDK, against the fake Fleet service: episodes through the
 same seam the trainer uses, the instance cap, closing that deletes, the ``None`` reward as a verifier
 error, the conversation reaching a judge-style verifier, and the key kept out of what we say.
@@ -20,7 +20,7 @@ from tests.support.fleet_stack import require
 OPENENV_SRC = require()
 
 from tests.support.fake_fleet import FakeFleet, fleet_dataset, fleet_form  # noqa: E402
-from toolenvs.backend import FleetBackendConfig, make_backend  # noqa: E402
+from toolenvs.backend import FleetBackendConfig  # noqa: E402
 from toolenvs.errors import EnvError, VerifierError  # noqa: E402
 from toolenvs.task import load_tasks, parse_task  # noqa: E402
 
@@ -83,7 +83,7 @@ def test_episodes_through_the_backend_score_cap_close_and_fail_as_errors(hotel_s
     datasets = {k: v for t in booking_tasks for k, v in fleet_dataset(t).items()}
     with FakeFleet({"hotel": hotel_server.base_url}, datasets, API_KEY) as fake:
         fleet_env.setenv("FLEET_BASE_URL", fake.base_url)
-        backend = make_backend(FleetBackendConfig(max_instances=2, request_timeout_s=30), ["hotel"])
+        backend = FleetBackendConfig(max_instances=2, request_timeout_s=30).open(["hotel"])
         with backend:
             client = backend.clients()["hotel"]
 

@@ -121,7 +121,7 @@ def test_several_workers_refuse_dynamic_sampling_with_the_sum_norm_aggregation()
     from grpo.trainer import check_world
 
     sum_norm = _cfg(dynamic_sampling={"enabled": True}, loss_agg="seq-mean-token-sum-norm")
-    with pytest.raises(ValueError, match="algorithm.dynamic_sampling.enabled with 2 workers and algorithm.loss_agg seq-mean-token-sum-norm.*token-mean"):
+    with pytest.raises(ValueError, match=r"trainer.algorithm.dynamic_sampling.enabled = true with 2 workers \(resources.workers_per_trial\) and algorithm.loss_agg seq-mean-token-sum-norm.*token-mean"):
         check_world(sum_norm, Ranks(0, 2))
     check_world(sum_norm, Ranks(0, 1))  # one worker pads nothing
     check_world(_cfg(dynamic_sampling={"enabled": True}), Ranks(0, 2))  # token-mean ignores empty rows

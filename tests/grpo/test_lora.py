@@ -63,7 +63,7 @@ def test_vllm_sampler_with_lora_is_refused_by_name():
 
 
 def test_several_workers_with_lora_are_refused_by_name(tasks):
-    with pytest.raises(ConfigError, match=r"model.lora with workers_per_trial 2 is not supported yet.*run LoRA trials on one worker"):
+    with pytest.raises(ConfigError, match=r"trainer.model.lora with 2 workers \(resources.workers_per_trial\): LoRA trials run on one worker"):
         build_models(_cfg(), tasks, Ranks(rank=0, world=2))
 
 

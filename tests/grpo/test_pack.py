@@ -132,9 +132,9 @@ def test_keys_that_change_the_base_are_refused_by_name():
         check_packable(pack, _cfg({"model": {**BASE["model"], "dtype": "bfloat16"}}))
     with pytest.raises(PackError, match=r"'model.name_or_path'"):
         check_packable(pack, _cfg({"model": {**BASE["model"], "name_or_path": "Qwen/Qwen3-0.6B"}}))
-    with pytest.raises(PackError, match=r"must be a LoRA trial"):
+    with pytest.raises(PackError, match=r"trainer.model.lora = None: packed trials share one frozen base"):
         check_packable(pack, _cfg({"model": TEST_MODEL}))
-    with pytest.raises(PackError, match=r"set trainer.model.lora"):
+    with pytest.raises(PackError, match=r"trainer.model.lora = None.*set it \(e.g. \{rank: 16\}\)"):
         Pack(_cfg({"model": TEST_MODEL}))
 
 

@@ -231,7 +231,10 @@ def test_resources_beyond_the_cluster(tmp_path):
 
 def test_trial_placement_on_gpus(tmp_path):
     vllm = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, rollout: {backend: vllm}}")
-    assert _load(tmp_path, vllm + "resources: {gpus_per_trial: 1, workers_per_trial: 8}\n").resources.workers_per_trial == 8
+    eight = vllm.replace("backend: vllm}", "backend: vllm, prompts_per_step: 8}")
+    assert _load(tmp_path, eight + "resources: {gpus_per_trial: 1, workers_per_trial: 8}\n").resources.workers_per_trial == 8
+    _fails(tmp_path, vllm + "resources: {gpus_per_trial: 1, workers_per_trial: 8}\n",  # 4 tasks a step cannot be dealt to 8 workers
+           "'trainer.rollout.prompts_per_step' = 4 with 8 workers", "use a multiple of 8")
     _fails(tmp_path, vllm, "'trainer.rollout.backend' = 'vllm' needs a GPU", "set it to 1")
     _fails(tmp_path, GOOD + "  rollout.backend: {choice: [hf, vllm]}\n", "'trainer.rollout.backend' = 'vllm' needs a GPU")
     _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 8}\n", "set workers_per_trial: 8 and gpus_per_trial: 1")
@@ -239,10 +242,11 @@ def test_trial_placement_on_gpus(tmp_path):
     assert _load(tmp_path, vllm + "resources: {gpus_per_trial: 0.5}\n").resources.gpus_per_trial == 0.5  # two trials per GPU, 0.3 each
     _fails(tmp_path, GOOD + "resources: {gpus_per_trial: 0.5, workers_per_trial: 2}\n", "which NCCL refuses")
     offload = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, model: {cpu_offload: true}}")
-    _fails(tmp_path, offload + "resources: {gpus_per_trial: 1, workers_per_trial: 2}\n", "'trainer.model.cpu_offload' = true with workers_per_trial = 2")
+    _fails(tmp_path, offload + "resources: {gpus_per_trial: 1, workers_per_trial: 2}\n", "'trainer.model.cpu_offload' = true with 2 workers (resources.workers_per_trial)")
     lora = GOOD.replace("trainer: {total_steps: 3}", "trainer: {total_steps: 3, model: {lora: {rank: 4}}}")
-    _fails(tmp_path, lora + "resources: {workers_per_trial: 2}\n", "'trainer.model.lora' with workers_per_trial = 2", "workers_per_trial: 1")
-    _fails(tmp_path, GOOD + "  model.lora.rank: {choice: [4, 8]}\nresources: {workers_per_trial: 2}\n", "'trainer.model.lora' with workers_per_trial")
+    _fails(tmp_path, lora + "resources: {workers_per_trial: 2}\n", "'trainer.model.lora' with 2 workers", "workers_per_trial: 1")
+    _fails(tmp_path, GOOD + "  model.lora.rank: {choice: [4, 8]}\nresources: {workers_per_trial: 2}\n",  # swept on: named with the value
+           "'trainer.model.lora' with 2 workers", "(where space.model.lora.rank = 4)")
     assert _load(tmp_path, lora).trainer.model.lora.rank == 4
 
 

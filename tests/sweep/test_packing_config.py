@@ -23,12 +23,12 @@ def test_a_lora_space_packs_with_per_trial_keys(tmp_path):
 
 def test_what_cannot_share_a_base_is_refused_by_name(tmp_path):
     _fails(tmp_path, LORA.replace(", model: {lora: {rank: 4}}", "").replace("  model.lora.rank: {choice: [4, 8]}\n", ""),
-           "'resources.trials_per_worker' = 4 packs LoRA trials", "set trainer.model.lora")
+           "'trainer.model.lora' = None: packed trials share one frozen base", "set it (e.g. {rank: 16})")
     _fails(tmp_path, LORA.replace("space:\n", "space:\n  model.hidden_size: {choice: [64, 128]}\n"),
            "'space.model.hidden_size' changes the base the packed trials share", "trials_per_worker: 1")
     _fails(tmp_path, LORA.replace("space:\n", "space:\n  model.dtype: {choice: [float32, bfloat16]}\n"), "'space.model.dtype' changes the base")
     _fails(tmp_path, LORA.replace("space:\n", "space:\n  eval.split_seed: {choice: [0, 1]}\n"), "'space.eval.split_seed' changes the base")
-    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, workers_per_trial: 2}"), "with workers_per_trial = 2")
-    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, gpus_per_trial: 1}"), "with gpus_per_trial = 1")
+    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, workers_per_trial: 2}"), "'resources.workers_per_trial' = 2 with packed trials")
+    _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, gpus_per_trial: 1}"), "'resources.gpus_per_trial' > 0 with packed trials")
     _fails(tmp_path, LORA + "scheduler: {type: pbt, mutations: {optim.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\nsearch: {searcher: random}\n",
            "with scheduler.type 'pbt'")

@@ -1,0 +1,72 @@
+"""The ``local`` environment backend: our apps (``toolenvs/local``), each a real MCP server on 127.0.0.1.
+
+A trial starts one server process per env_key (``toolenvs.local.launch.EnvServerPool``) and always stops them;
+each event loop gets an ``EnvClient`` per server, capped at ``max_concurrent`` requests in flight and
+``call_timeout_s`` per tool call. Nothing is shared across a sweep's trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from configkit.base import StrictModel
+from toolenvs.task import Task
+
+if TYPE_CHECKING:
+    from toolenvs.seam import EpisodeClient
+
+
+class LocalBackendConfig(StrictModel):
+    """Our local apps (``toolenvs/local``), each served as a real MCP server on 127.0.0.1, one process per env_key."""
+
+    type: Literal["local"] = "local"
+    max_concurrent: int = Field(32, ge=1, description="MCP requests in flight per trial and app server at most.")
+    call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call, in seconds.")
+
+    def problems(self, tasks: Sequence[Task], most: int = 5) -> list[str]:
+        """The local apps run their own env_keys, judged by a verifier spec or sandboxed ``verifier_code``."""
+        from toolenvs.local import APPS
+
+        problems = []
+        unknown = sorted({t.env_key for t in tasks if t.env_key not in APPS})
+        if unknown:
+            problems.append(f"env_key(s) {', '.join(unknown)} are not local apps (known: {', '.join(sorted(APPS))}); "
+                            "Fleet's tasks run with env.backend: {type: fleet}")
+        hosted = [t.task_key for t in tasks if t.verifier_func is not None and t.env_key in APPS]
+        if hosted:
+            problems.append(f"{len(hosted)} task(s) have a Fleet verifier_func, which only Fleet runs: {', '.join(hosted[:most])}; "
+                            "use env.backend: {type: fleet}")
+        return problems
+
+    def sweep_wide(self) -> AbstractContextManager[None]:
+        return nullcontext()  # each trial starts its own servers
+
+    def open(self, env_keys: Sequence[str]) -> LocalBackend:
+        return LocalBackend(self, env_keys)
+
+
+class LocalBackend:
+    """A pool of app servers for the trial, an ``EnvClient`` per server and event loop."""
+
+    def __init__(self, cfg: LocalBackendConfig, env_keys: Sequence[str]):
+        from toolenvs.local.launch import EnvServerPool
+
+        self.cfg = cfg
+        self.pool = EnvServerPool(sorted(set(env_keys)))
+        self.urls: dict[str, str] = {}
+
+    def __enter__(self) -> LocalBackend:
+        self.urls = self.pool.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.stop()
+
+    def clients(self) -> dict[str, EpisodeClient]:
+        from toolenvs.client import EnvClient
+
+        return {key: EnvClient(url, self.cfg.max_concurrent, self.cfg.call_timeout_s) for key, url in self.urls.items()}
