@@ -106,7 +106,7 @@ def make_probe(folder: Path, k: int, tiny: dict[str, Any]) -> Path:
     """``sweep forecast``'s probe of the base on the training tasks, saved as the curriculum's prior."""
     from grpo.curriculum import write_probe
     from sweep.forecast import probe
-    from sweep.loader import load_trainer
+    from sweep.spec.loader import load_trainer
 
     cfg, _ = load_trainer(SPACE, tiny)
     return write_probe(folder / "probe.json", probe(cfg, k), k)
@@ -114,7 +114,7 @@ def make_probe(folder: Path, k: int, tiny: dict[str, Any]) -> Path:
 
 def run_arm(arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any]) -> dict[str, Any]:
     from grpo.trainer import train
-    from sweep.loader import load_trainer
+    from sweep.spec.loader import load_trainer
 
     out = probe_path.parent / f"{arm}_s{seed}"
     sets = {**tiny, "total_steps": steps, "seed": seed, "output_dir": str(out), **ARMS[arm]}
@@ -169,7 +169,7 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="2 steps, 1 seed, small batches and evals, k=1: checks the bench end to end")
     parser.add_argument("--keep", type=Path, help="write the probe and every run's steps here")
     args = parser.parse_args()
-    from sweep.loader import load_trainer
+    from sweep.spec.loader import load_trainer
 
     tiny = {"torch_threads": args.threads}
     seeds, k = args.seeds, args.k

@@ -49,9 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from configkit.base import apply_overrides  # noqa: E402
-from sweep.config import SweepConfig  # noqa: E402
-from sweep.loader import load_space, parse_sets  # noqa: E402
-from sweep.results import trial_history  # noqa: E402
+from sweep.spec.config import SweepConfig  # noqa: E402
+from sweep.spec.loader import load_space, parse_sets  # noqa: E402
+from sweep.store.results import trial_history  # noqa: E402
 
 LEARNING = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
 METRIC = "eval/avg_pass_at_1"
@@ -94,10 +94,10 @@ def run(cfg: SweepConfig) -> dict[str, Any]:
     """The sweep exactly as ``sweep run`` builds it; the fit timed apart from ray.init and the base policy."""
     import ray
 
-    from sweep.bases import prepare_bases
     from sweep.resume import save_config, start_fresh
     from sweep.run import check_resources, prepare_environment
-    from sweep.storage import open_storage
+    from sweep.store.storage import open_storage
+    from sweep.trials.base_evals import prepare_bases
     from sweep.tuner import build_tuner
 
     store = open_storage(cfg.storage)

@@ -252,7 +252,7 @@ def rejudged(board: Path) -> list[dict[str, Any]]:
     from dataclasses import fields
 
     from sweep.leaderboard import TrialRow, judged_rows
-    from sweep.storage import open_storage
+    from sweep.store.storage import open_storage
 
     names = [f.name for f in fields(TrialRow)]
     fates = [TrialRow(**{k: r[k] for k in names if k in r}) for r in json.loads(board.read_text())]

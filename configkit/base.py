@@ -1,7 +1,7 @@
 """Shared machinery for typed YAML configs: strict base model, loading, dotted keys, errors for people.
 
 Imports no torch: the sweep driver validates configs with this module alone.
-Leaves out: the config schemas themselves (``grpo.config``, ``sweep.config``).
+Leaves out: the config schemas themselves (``grpo.config``, ``sweep.spec.config``).
 """
 
 from __future__ import annotations

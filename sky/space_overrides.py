@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tasks", default="", help="cap on tasks ('' for none)")
     args = parser.parse_args(argv)
     target = write(args.space, args.env_keys, args.max_tasks)
-    from sweep.loader import load_space
+    from sweep.spec.loader import load_space
 
     try:
         load_space(target)

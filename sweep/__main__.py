@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 from configkit.base import ConfigError
 
 if TYPE_CHECKING:
-    from sweep.storage import Storage
+    from sweep.store.storage import Storage
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from sweep.checks import cluster_resources
-    from sweep.loader import load_space, parse_sets
-    from sweep.space import sampled_trial_count
+    from sweep.spec.loader import load_space, parse_sets
+    from sweep.spec.resource_checks import cluster_resources
+    from sweep.spec.space import sampled_trial_count
 
     available, where = cluster_resources()
     try:
@@ -46,7 +46,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"  {key}: {dist.model_dump(exclude_none=True)}")
     for key, dist in getattr(cfg.scheduler, "mutations", {}).items():
         print(f"  pbt mutates {key}: {dist.model_dump(exclude_none=True)}")
-    from sweep.bases import base_notes
+    from sweep.spec.bases import base_notes
 
     for note in base_notes(cfg):
         print(f"  {note}")
@@ -57,8 +57,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from sweep.loader import load_space, parse_sets
     from sweep.run import run_sweep
+    from sweep.spec.loader import load_space, parse_sets
 
     watch = _watch(args)
     sets = parse_sets(args.set)
@@ -73,7 +73,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
     """The storage, opened, once it answers (S3: a few seconds at most): refused by name before anything starts."""
-    from sweep.storage import open_storage, reachability_problem
+    from sweep.store.storage import open_storage, reachability_problem
 
     store = open_storage(uri, what)
     problem = reachability_problem(store, what)
@@ -90,7 +90,7 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     from sweep.run import resume_sweep
-    from sweep.storage import split_experiment
+    from sweep.store.storage import split_experiment
 
     watch = _watch(args)
     _reachable(split_experiment(args.path)[0], "the sweep's path")
@@ -98,8 +98,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _add_watch_flags(parser: argparse.ArgumentParser) -> None:
-    """Ray's dashboard and the live page (``sweep.live_page``), both on 127.0.0.1 unless told otherwise."""
-    from sweep.live_server import DASHBOARD_PORT, LIVE_PORT
+    """Ray's dashboard and the live page (``sweep.watch.live_page``), both on 127.0.0.1 unless told otherwise."""
+    from sweep.watch.live_server import DASHBOARD_PORT, LIVE_PORT
 
     parser.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (GRPO_SWEEP_DASHBOARD=0 does the same)")
     parser.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT}; "
@@ -112,9 +112,9 @@ def _add_watch_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _watch(args: argparse.Namespace):
-    """The watch flags as ``sweep.live_server.Watch``, refused before anything starts when the address needs a token."""
+    """The watch flags as ``sweep.watch.live_server.Watch``, refused before anything starts when the address needs a token."""
     from configkit import environ
-    from sweep.live_server import Watch, bind_problem, default_watch
+    from sweep.watch.live_server import Watch, bind_problem, default_watch
 
     if not args.no_live and (problem := bind_problem(args.live_host, environ.GRPO_SWEEP_LIVE_TOKEN.get())):
         raise ConfigError(problem)
@@ -132,7 +132,7 @@ def _show_base_policy_build() -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from sweep.loader import load_trainer, parse_sets
+    from sweep.spec.loader import load_trainer, parse_sets
 
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
     _show_base_policy_build()
@@ -151,7 +151,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
     from sweep.forecast import candidate_sizes, probe, render
-    from sweep.loader import load_trainer, parse_sets
+    from sweep.spec.loader import load_trainer, parse_sets
 
     # the probe reads no prior, and may be what makes the file a space's data.curriculum.prior_path names
     cfg, sweep_cfg = load_trainer(args.config, {**parse_sets(args.set), "data.curriculum.prior_path": None})

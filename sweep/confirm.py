@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from configkit.base import ConfigError
-from sweep.config import SweepConfig
-from sweep.storage import Storage, open_storage
+from sweep.spec.config import SweepConfig
+from sweep.store.storage import Storage, open_storage
 
 CONFIRM_SEED_BASE = 1000  # fresh RL seeds: apart from the seeds a sweep draws (0, 1, 2, ...)
 WINNER_DIR = "winner"
@@ -56,7 +56,7 @@ def top_settings(rows: list[dict[str, Any]], top: int) -> list[tuple[int, dict[s
 
 def confirm_config(cfg: SweepConfig, settings: list[dict[str, Any]], seeds: list[int], steps: int, source: str) -> SweepConfig:
     """The confirming sweep: every setting with every fresh seed, as listed points, no early stopping."""
-    from sweep.loader import parse_sweep
+    from sweep.spec.loader import parse_sweep
 
     data = cfg.model_dump(mode="json")
     space = dict(data["space"])
@@ -149,7 +149,7 @@ def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
 def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False) -> int:
     from sweep.resume import load_config
     from sweep.run import run_sweep
-    from sweep.storage import split_experiment
+    from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)

@@ -144,7 +144,7 @@ def suggestion_lines(s: Suggestion, k: int) -> list[str]:
 
 def candidate_sizes(cfg, sweep_cfg=None) -> list[int]:
     """The group sizes to forecast: the space's choices for n_samples_per_prompt, else a standard ladder."""
-    from sweep.config import Choice, Fixed
+    from sweep.spec.config import Choice, Fixed
 
     dist = sweep_cfg.space.get("rollout.n_samples_per_prompt") if sweep_cfg else None
     if isinstance(dist, Choice):

@@ -3,7 +3,7 @@ report``), printed as a table with the verdict's sentences, and saved as ``leade
 
 A trial's fate (finished, stopped early by the scheduler, zero signal, error) comes from Tune's results,
 which alone know a trial errored; everything else is read back from storage, as the report reads it,
-including how many times the trial restarted after its process died (``sweep.attempts``).
+including how many times the trial restarted after its process died (``sweep.trials.attempts``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sweep import attempts
-from sweep.results import trial_history, trial_id_of
-from sweep.stoppers import VARIANCE, fate
-from sweep.storage import Storage
+from sweep.store.results import trial_history, trial_id_of
+from sweep.store.storage import Storage
+from sweep.trials import attempts
+from sweep.trials.stoppers import VARIANCE, fate
+from sweep.watch.text import fmt
 
 
 @dataclass
@@ -89,14 +90,6 @@ def _fate(fate: TrialRow | None) -> dict[str, Any]:
     return {key: data[key] for key in ("first_metric", "best_metric", "last_variance_per_prompt", "steps", "status", "error", "restarts")}
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.2e}" if 0 < abs(value) < 1e-2 else f"{value:.3g}"
-    return str(value)
-
-
 def _gain(row: dict[str, Any]) -> str:
     if row.get("gain") is None:
         return "-"
@@ -121,8 +114,8 @@ def render(rows: list[dict[str, Any]], console=None) -> None:
     for column in ["#", "trial", *[k.split(".")[-1] for k in keys], "base → last", "gain [90%]", "verdict", "steps", "restarts", "status"]:
         table.add_column(column, no_wrap=True)
     for i, r in enumerate(rows, start=1):
-        course = f"{_fmt(r.get('base'))} → {_fmt(r.get('last'))}"
-        table.add_row(str(i), r["trial"], *[_fmt(r["config"].get(k)) for k in keys], course, _gain(r), r.get("verdict", "-"),
+        course = f"{fmt(r.get('base'), '.3g')} → {fmt(r.get('last'), '.3g')}"
+        table.add_row(str(i), r["trial"], *[fmt(r["config"].get(k), '.3g') for k in keys], course, _gain(r), r.get("verdict", "-"),
                       str(r.get("steps", "-")), str(r.get("restarts", "-")), r.get("status", "-"))
     console.print(table)
     ranked = [(r["trial"], r["config"], Score(r.get("gain"), r.get("low"), r.get("high"), tied=bool(r.get("tied"))),

@@ -13,9 +13,10 @@ import sys
 
 from configkit import environ
 from configkit.base import ConfigError
-from sweep.config import SweepConfig
-from sweep.loader import parse_sweep
-from sweep.storage import Storage, optuna_db_path
+from sweep.spec.config import SweepConfig
+from sweep.spec.loader import parse_sweep
+from sweep.store.storage import Storage
+from sweep.store.study import optuna_db_path
 
 CONFIG_FILE = "sweep_config.json"
 STATE_FILE = "tuner.pkl"

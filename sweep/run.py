@@ -1,6 +1,6 @@
 """Run (or resume) a validated sweep on a local Ray: its bases and base evals first, check resources, fit, leaderboard,
-report, and the end-of-sweep TensorBoard/W&B summaries (``sweep.summary_logs``). While it fits, Ray's dashboard and
-the live page (``sweep.live_page``) are served on loopback, as ``Watch`` says.
+report, and the end-of-sweep TensorBoard/W&B summaries (``sweep.watch.summary_logs``). While it fits, Ray's dashboard and
+the live page (``sweep.watch.live_page``) are served on loopback, as ``Watch`` says.
 
 Imports Ray and Tune only when called, so the CLI module stays light.
 """
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from configkit import environ
 from configkit.base import ConfigError
-from sweep.config import SweepConfig
-from sweep.storage import Storage, open_storage
+from sweep.spec.config import SweepConfig
+from sweep.store.storage import Storage, open_storage
 
 if TYPE_CHECKING:
-    from sweep.live_page import LiveSite
-    from sweep.live_server import Watch
     from sweep.report.build import Report
+    from sweep.watch.live_page import LiveSite
+    from sweep.watch.live_server import Watch
 
 
 def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None,
@@ -28,10 +28,10 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
 
     A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
     ``base_evals_from``: another sweep in the same storage whose base evals this one shares (``sweep confirm``).
-    ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.live_server``).
+    ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.watch.live_server``).
     """
-    from sweep.bases import prepare_bases
     from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
+    from sweep.trials.base_evals import prepare_bases
 
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
@@ -55,10 +55,11 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
-    from sweep.bases import prepare_bases
-    from sweep.results import keep_before_resume
     from sweep.resume import experiment_uri, load_config
-    from sweep.storage import pull_study, split_experiment
+    from sweep.store.results import keep_before_resume
+    from sweep.store.storage import split_experiment
+    from sweep.store.study import pull_study
+    from sweep.trials.base_evals import prepare_bases
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
@@ -87,7 +88,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
 
 def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any], watch: Watch | None) -> int:
     """Fit on a local Ray, with the live page served meanwhile; then the leaderboard, the report and the summaries."""
-    from sweep.live_server import default_watch
+    from sweep.watch.live_server import default_watch
 
     watch = watch or default_watch()
     live = start_live_page(cfg, store, watch)
@@ -104,8 +105,8 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
     """Tune's results, on a local Ray started here (with its dashboard unless ``watch`` says not) and shut down after."""
     import ray
 
-    from sweep.live_server import free_port
-    from sweep.notify import notifiers
+    from sweep.watch.live_server import free_port
+    from sweep.watch.notify import notifiers
 
     port = free_port("127.0.0.1", watch.dashboard_port) if watch.dashboard else None
     where = {"dashboard_host": "127.0.0.1", "dashboard_port": port} if watch.dashboard else {}
@@ -127,11 +128,11 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
 
 
 def start_live_page(cfg: SweepConfig, store: Storage, watch: Watch) -> LiveSite | None:
-    """The live page (``sweep.live_page``) on ``watch``'s address, its URL printed; None when it is off."""
+    """The live page (``sweep.watch.live_page``) on ``watch``'s address, its URL printed; None when it is off."""
     if not watch.live:
         return None
-    from sweep.live_page import LiveSite
     from sweep.resume import experiment_uri
+    from sweep.watch.live_page import LiveSite
 
     site = LiveSite(experiment_uri(store.uri, cfg.name), list(cfg.space), watch.live_host, watch.live_port, environ.GRPO_SWEEP_LIVE_TOKEN.get())
     moved = f" (port {site.server.moved_from} was taken)" if site.server.moved_from else ""
@@ -143,7 +144,7 @@ def _leaderboard_and_report(cfg: SweepConfig, store: Storage, results: Any, live
     from sweep import leaderboard
     from sweep.report import default_out
     from sweep.resume import experiment_uri
-    from sweep.storage import push_study
+    from sweep.store.study import push_study
 
     push_study(store, cfg.name)
     total, zero = cfg.trainer.total_steps, cfg.stopping.zero_signal.rule()
@@ -156,7 +157,7 @@ def _leaderboard_and_report(cfg: SweepConfig, store: Storage, results: Any, live
     if live is not None:  # the page becomes the final report
         live.finish(default_out(experiment_uri(store.uri, cfg.name)) / "index.html" if report is not None else None)
     if report is not None:
-        from sweep.summary_logs import log_sweep_end
+        from sweep.watch.summary_logs import log_sweep_end
 
         log_sweep_end(report, cfg, store)
     return 1 if fates and all(r.status == "error" for r in fates) else 0
@@ -191,7 +192,7 @@ def prepare_environment() -> None:
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
     """A trial that asks for more than the cluster has would wait forever: say so instead (the check ``sweep validate`` runs)."""
-    from sweep.checks import resource_problems
+    from sweep.spec.resource_checks import resource_problems
 
     problems = resource_problems(cfg, available)
     if problems:

@@ -3,8 +3,8 @@
 Imported only when a sweep runs (it imports Ray and Optuna at module level); ``sweep validate`` never
 loads it.
 
-Searchers (``sweep/samplers.py``, ``sweep/space.py``), schedulers (``sweep/schedulers.py``) and logging
-(``sweep/loggers.py``, ``sweep/live.py``) each live in their own module; this one wires them together.
+Searchers (``sweep/trials/samplers.py``, ``sweep/spec/space.py``), schedulers (``sweep/trials/schedulers.py``) and logging
+(``sweep/watch/loggers.py``, ``sweep/watch/live.py``) each live in their own module; this one wires them together.
 """
 
 from __future__ import annotations
@@ -20,17 +20,18 @@ from ray.tune.search import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
-from sweep.checkpoints import MarkPersisted
-from sweep.config import SweepConfig
-from sweep.live_page import LiveFeed
-from sweep.loggers import logging_callbacks
-from sweep.notify import notifiers
-from sweep.samplers import make_sampler
-from sweep.schedulers import make_scheduler
-from sweep.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
-from sweep.stoppers import VARIANCE, ZeroSignalStopper, no_signal
-from sweep.storage import open_storage, optuna_db_path, push_study
-from sweep.trial import run_trial
+from sweep.spec.config import SweepConfig
+from sweep.spec.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
+from sweep.store.storage import open_storage
+from sweep.store.study import optuna_db_path, push_study
+from sweep.trials.checkpoints import MarkPersisted
+from sweep.trials.samplers import make_sampler
+from sweep.trials.schedulers import make_scheduler
+from sweep.trials.stoppers import VARIANCE, ZeroSignalStopper, no_signal
+from sweep.trials.trial import run_trial
+from sweep.watch.live_page import LiveFeed
+from sweep.watch.loggers import logging_callbacks
+from sweep.watch.notify import notifiers
 
 
 def base_trainer_dict(cfg: SweepConfig) -> dict[str, Any]:
@@ -56,7 +57,7 @@ class HonestOptunaSearch(OptunaSearch):
     Tune's OptunaSearch tells the study such a trial is COMPLETE with its last value, which makes a
     stopped trial look like a finished one to TPE and to later importance analysis. And TPE draws the same
     point again and again in a space of choices (4 of 10 trials in ``bench/sweep_efficiency.py``). With
-    ``points`` (every config of a finite space, ``sweep.space.finite_points``; None when a key is
+    ``points`` (every config of a finite space, ``sweep.spec.space.finite_points``; None when a key is
     continuous) a repeat is told to the study as FAIL (``user_attrs["skipped"]``; samplers and the
     report's importance ignore FAIL trials) and drawn again; after ``REDRAWS`` repeats (a GP sampler can
     propose the same point every time) an untried config is queued instead, so none runs twice before all ran.
@@ -178,14 +179,14 @@ def build_stopper(cfg: SweepConfig) -> Stopper:
 
 def build_trainable(cfg: SweepConfig):
     """``run_trial`` with the base config, storage and resources bound (``sweep resume`` rebuilds the same), and
-    a new run id: a trial that raised is not retried within its run, and is on ``sweep resume`` (``sweep.attempts``)."""
+    a new run id: a trial that raised is not retried within its run, and is on ``sweep resume`` (``sweep.trials.attempts``)."""
     r = cfg.resources
     bound = tune.with_parameters(run_trial, base=base_trainer_dict(cfg), storage=cfg.storage, experiment=cfg.name,
                                 workers=r.workers_per_trial, worker_resources=(r.cpus_per_trial, r.gpus_per_trial),
                                 run=uuid.uuid4().hex[:12], max_restarts=cfg.failures.max_trial_restarts, trials_per_worker=r.trials_per_worker)
     if r.workers_per_trial > 1:  # the trial only drives; Ray Train asks for each worker's CPUs and GPUs itself
         return tune.with_resources(bound, {"cpu": 0.01})
-    if r.trials_per_worker > 1:  # K trials' shares make one pack host's CPUs; the host asks for none (sweep.packing)
+    if r.trials_per_worker > 1:  # K trials' shares make one pack host's CPUs; the host asks for none (sweep.trials.packing)
         return tune.with_resources(bound, {"cpu": r.cpus_per_trial / r.trials_per_worker})
     return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
 
@@ -222,7 +223,7 @@ def build_tuner(cfg: SweepConfig) -> tune.Tuner:
             storage_filesystem=None if store.is_local else store.fs,
             callbacks=[MarkPersisted(), *logging_callbacks(cfg), *notifiers(cfg), LiveFeed(cfg.trainer.total_steps, cfg.stopping.zero_signal.rule())],
             stop=build_stopper(cfg),
-            # a trial whose process died starts again from its newest checkpoint; one that raised refuses to (sweep.attempts)
+            # a trial whose process died starts again from its newest checkpoint; one that raised refuses to (sweep.trials.attempts)
             failure_config=tune.FailureConfig(max_failures=cfg.failures.max_trial_restarts),
             verbose=0 if cfg.logging.progress else 1,  # the live table replaces Tune's own progress output
         ),

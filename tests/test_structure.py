@@ -59,6 +59,28 @@ def test_packages_only_import_downward():
     assert not upward, upward
 
 
+SWEEP_ROOMS = ("sweep.store", "sweep.spec", "sweep.verdict", "sweep.trials", "sweep.report", "sweep.watch")  # each may import those before it
+
+
+def _sweep_room(module: str) -> int:
+    """A sweep module's room, by its place in ``SWEEP_ROOMS``; the entry points on top (``run``, ``tuner``, the CLI...) come after all."""
+    return next((i for i, room in enumerate(SWEEP_ROOMS) if module == room or module.startswith(room + ".")), len(SWEEP_ROOMS))
+
+
+def test_sweep_rooms_only_import_downward():
+    """Inside ``sweep/``: results and storage at the bottom, then the config door, the verdict's rules, the Tune
+    side, the report, the watchers; the entry points may use them all, and no room uses an entry point."""
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        if module.startswith("sweep")
+        for target in targets
+        if target.startswith("sweep") and _sweep_room(target) > _sweep_room(module)
+    )
+    assert not upward, upward
+    assert all((ROOT / room.replace(".", "/") / "__init__.py").is_file() for room in SWEEP_ROOMS)
+
+
 def test_no_import_circles():
     graph = _graph()
     index: dict[str, int] = {}
@@ -94,9 +116,9 @@ def test_no_import_circles():
 def test_the_guard_sees_function_level_imports(tmp_path):
     """The reader follows imports inside functions, where circles hide."""
     path = tmp_path / "m.py"
-    path.write_text("def f():\n    from sweep.checks import meaning_problems\n    import grpo.config\n")
+    path.write_text("def f():\n    from sweep.spec.checks import meaning_problems\n    import grpo.config\n")
     modules = _modules()
-    assert _imports("sweep.config", path, modules) == {"sweep.checks", "grpo.config"}
+    assert _imports("sweep.spec.config", path, modules) == {"sweep.spec.checks", "grpo.config"}
 
 
 def test_environment_variables_are_named_in_one_module():

@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep import attempts
 from sweep.report.store import SweepStore
-from sweep.results import trial_id_of
+from sweep.store.results import trial_id_of
+from sweep.trials import attempts
 from toolenvs.outcomes import passed
 
 EVAL_METRIC = "eval/avg_pass_at_1"
@@ -30,7 +30,7 @@ class TrialData:
     evals: list[dict[str, Any]] = field(default_factory=list)  # aggregated_results.jsonl, step 0 included
     trainer_config: dict[str, Any] | None = None
     error: str = ""
-    restarts: int = 0  # times the trial started again after its process died (sweep.attempts)
+    restarts: int = 0  # times the trial started again after its process died (sweep.trials.attempts)
 
     @property
     def steps(self) -> int:
@@ -85,9 +85,9 @@ def _with_task_results(store: SweepStore, traj: str, evals: list[dict[str, Any]]
 
 
 def _history(store: SweepStore, folder: str, tried: list[attempts.Attempt]) -> list[dict[str, Any]]:
-    """One row per step, a resumed trial's redone steps once (``sweep.results``) and the steps a restart
-    started before not at all (``sweep.attempts``); Tune's ``result.json`` as it is where that cannot be read."""
-    from sweep.results import trial_history
+    """One row per step, a resumed trial's redone steps once (``sweep.store.results``) and the steps a restart
+    started before not at all (``sweep.trials.attempts``); Tune's ``result.json`` as it is where that cannot be read."""
+    from sweep.store.results import trial_history
 
     try:
         return attempts.current_rows(trial_history(store.path(folder), store.fs), tried)

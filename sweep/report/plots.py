@@ -2,7 +2,7 @@
 
 Each function takes plain series or summaries and a path, writes one PNG and returns its path. They draw one
 at a time in a process: pyplot and its mathtext parser are not thread-safe, and the live page
-(``sweep.live_page``) draws from its server's thread while the driver draws the final report (two at once
+(``sweep.watch.live_page``) draws from its server's thread while the driver draws the final report (two at once
 failed the report with a mathtext ParseException on a tick label).
 """
 

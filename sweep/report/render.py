@@ -168,7 +168,7 @@ def _html_section(s: Section) -> str:
 
 
 def to_html(rep: Report, parts: list[Section], status: str = "", script: str = "") -> str:
-    """The page; the live page (``sweep.live_page``) adds a ``status`` line under the title and its refresh ``script``."""
+    """The page; the live page (``sweep.watch.live_page``) adds a ``status`` line under the title and its refresh ``script``."""
     title = f"Sweep report: {rep.name}"
     return "\n".join([
         "<!doctype html>", '<html><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",

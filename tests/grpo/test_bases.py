@@ -9,7 +9,7 @@ import pytest
 from grpo import warmstart
 from grpo.config import ModelConfig
 from grpo.data import trial_tasks
-from sweep.loader import load_space, load_trainer
+from sweep.spec.loader import load_space, load_trainer
 from tests.conftest import TEST_MODEL
 
 SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
@@ -41,7 +41,7 @@ def test_sweep_run_starts_no_build_process_for_a_shipped_base(monkeypatch, capsy
     """``sweep run`` finds a shipped base in the driver (no torch there) instead of a ``grpo.warmstart`` process."""
     import subprocess
 
-    from sweep.bases import prepare_bases
+    from sweep.trials.base_evals import prepare_bases
 
     started: list[list[str]] = []
     monkeypatch.setattr(subprocess, "run", lambda args, **kw: started.append(args))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.loader import load_space
+from sweep.spec.loader import load_space
 from toolenvs.protocol import DONE
 
 SPACE = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "learning_cpu.yaml"

@@ -59,7 +59,7 @@ def test_dynamic_sampling_and_curriculum_report_and_resume_exactly(tmp_path):
 def test_dynamic_sampling_fills_the_batch_with_groups_that_have_signal(tmp_path):
     """On the learning space's shipped base (it passes about a third of the tasks, so groups differ), a step
     that stops before its round limit trains on exactly prompts_per_step groups, every one with signal."""
-    from sweep.loader import load_trainer
+    from sweep.spec.loader import load_trainer
 
     cfg, _ = load_trainer(SPACE, {
         "total_steps": 2, "torch_threads": 1, "rollout.prompts_per_step": 4, "rollout.n_samples_per_prompt": 4,

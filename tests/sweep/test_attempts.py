@@ -1,4 +1,4 @@
-"""A trial's attempts (``sweep.attempts``): restarts counted, a trial that raised not retried within its run,
+"""A trial's attempts (``sweep.trials.attempts``): restarts counted, a trial that raised not retried within its run,
 replaced history dropped; and what a restarted trial forgets, how stop rules count its redone steps, the key."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 
 from configkit.base import ConfigError
-from sweep import attempts
-from sweep.attempts import Attempt, RaisedBefore, Recorder
+from sweep.trials import attempts
+from sweep.trials.attempts import Attempt, RaisedBefore, Recorder
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_the_attempt_is_marked_ended_before_the_last_step_is_handed_to_tune(tria
     here ``tune.report`` (outside Tune it returns at once) only notes what the record said when it was called."""
     from ray import tune
 
-    from sweep.trial import TuneReporter
+    from sweep.trials.trial import TuneReporter
 
     seen = []
     monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: seen.append(
@@ -150,7 +150,7 @@ def _eval_steps(out) -> tuple[list[int], list[str]]:
 
 
 def test_a_restart_forgets_the_evals_its_checkpoint_does_not_hold(tmp_path):
-    from sweep.trial import forget_evals_after
+    from sweep.trials.trial import forget_evals_after
 
     out = _evals_dir(tmp_path, [0, 3, 4, 4, 6])  # 4 twice: a former attempt evaluated where it started
     forget_evals_after(str(out), _checkpoint(tmp_path, {"step": 4, "evals": {"history": {"0": 0.1, "3": 0.2}}}), None)
@@ -158,7 +158,7 @@ def test_a_restart_forgets_the_evals_its_checkpoint_does_not_hold(tmp_path):
 
 
 def test_a_restart_from_step_1_forgets_every_eval(tmp_path):
-    from sweep.trial import forget_evals_after
+    from sweep.trials.trial import forget_evals_after
 
     out = _evals_dir(tmp_path, [0, 3])
     forget_evals_after(str(out), None, None)
@@ -166,7 +166,7 @@ def test_a_restart_from_step_1_forgets_every_eval(tmp_path):
 
 
 def test_a_checkpoint_without_an_eval_history_keeps_the_evals_up_to_its_step(tmp_path):
-    from sweep.trial import forget_evals_after
+    from sweep.trials.trial import forget_evals_after
 
     out = _evals_dir(tmp_path, [0, 3, 6])
     forget_evals_after(str(out), _checkpoint(tmp_path, {"step": 4, "sampler": {}}), None)
@@ -185,7 +185,7 @@ def test_stop_rules_count_a_redone_step_once():
 
 
 def test_max_trial_restarts_reaches_tune(tmp_path):
-    from sweep.config import SweepConfig
+    from sweep.spec.config import SweepConfig
     from sweep.tuner import build_tuner
 
     cfg = SweepConfig.model_validate({"name": "s", "storage": str(tmp_path), "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
@@ -208,7 +208,7 @@ space:
     ("{max_restarts: 2}", "max_restarts"),
 ])
 def test_the_key_is_checked_at_the_door(tmp_path, failures, fragment):
-    from sweep.loader import load_space
+    from sweep.spec.loader import load_space
 
     path = tmp_path / "space.yaml"
     path.write_text(SPACE + f"failures: {failures}\n")

@@ -61,7 +61,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
 
 
-# A space file's own problems, each tried with `validate` and with `run` (the same door: sweep/loader.py).
+# A space file's own problems, each tried with `validate` and with `run` (the same door: sweep/spec/loader.py).
 SPACE_FILES = {
     "repeated top-level key": ({"space.yaml": "name: a\n" + BASE}, ["key 'name' appears twice (lines 1 and 2)"]),
     "repeated trainer key": ({"space.yaml": BASE.replace("trainer: {total_steps: 2}", "trainer:\n  optim: {lr: 0.1}\n  optim: {lr: 0.2}")},
@@ -204,12 +204,12 @@ CASES = _cases()
 @pytest.fixture
 def started(monkeypatch):
     """What a command started, recorded instead of done: the environment's settings, the bases, Tune."""
-    import sweep.bases
     import sweep.run
+    import sweep.trials.base_evals
 
     calls: list[str] = []
     monkeypatch.setattr(sweep.run, "prepare_environment", lambda: calls.append("environment"))
-    monkeypatch.setattr(sweep.bases, "prepare_bases", lambda cfg, store=None: calls.append("bases"))
+    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", lambda cfg, store=None: calls.append("bases"))
     monkeypatch.setattr(sweep.run, "_fit_and_report", lambda cfg, store, make_tuner, watch: calls.append("tune") or 0)
     return calls
 
@@ -373,12 +373,12 @@ def test_a_start_refused_after_its_folder_was_written_leaves_nothing(tmp_path, m
 
 
 def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkeypatch, capsys, started):
-    import sweep.bases
+    import sweep.trials.base_evals
 
     def crash(cfg, store=None):
         raise RuntimeError("the base policy's build died")
 
-    monkeypatch.setattr(sweep.bases, "prepare_bases", crash)
+    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", crash)
     monkeypatch.chdir(tmp_path)
     write_files(tmp_path, {"space.yaml": BASE, "results/t/base_evals/x": "partial"})
     with pytest.raises(RuntimeError):
@@ -393,14 +393,14 @@ def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkey
 def test_a_confirm_sweep_that_crashes_at_its_start_leaves_nothing_either(tmp_path, monkeypatch, started):
     """`sweep confirm` starts its sweep through run_sweep, with the first sweep's base evals copied in: a crash
     before Tune began removes the new folder (copied evals and all), never the first sweep's."""
-    import sweep.bases
-    from sweep.loader import load_space
+    import sweep.trials.base_evals
     from sweep.run import run_sweep
+    from sweep.spec.loader import load_space
 
     def crash(cfg, store=None):
         raise RuntimeError("the base policy's build died")
 
-    monkeypatch.setattr(sweep.bases, "prepare_bases", crash)
+    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", crash)
     monkeypatch.chdir(tmp_path)
     write_files(tmp_path, {"space.yaml": BASE.replace("name: t", "name: t_confirm"), "results/t/base_evals/x/aggregated_results.jsonl": "{}\n"})
     with pytest.raises(RuntimeError):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from configkit.base import ConfigError
-from sweep.bases import base_notes, base_variants, changes_base, changes_base_eval, eval_key
-from sweep.loader import load_space
+from sweep.spec.bases import base_notes, base_variants, changes_base, changes_base_eval, eval_key
+from sweep.spec.loader import load_space
 
 LEARNING = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "learning_cpu.yaml"
 
@@ -78,8 +78,8 @@ def test_a_base_eval_line_is_shared_as_step_zero(tmp_path):
 def test_a_base_eval_with_too_many_environment_errors_stops_the_start(tmp_path, share, capsys):
     """A base eval left by an earlier start (a loaded machine: 21% of its episodes timed out) is refused
     above eval.max_base_env_errors and deleted, so the next start makes a new one; below it, kept."""
-    from sweep.bases import BASE_EVAL_FILE, evaluate_base
-    from sweep.storage import open_storage
+    from sweep.store.storage import open_storage
+    from sweep.trials.base_evals import BASE_EVAL_FILE, evaluate_base
 
     cfg = load_space(_space(tmp_path, {"optim.lr": {"grid": [1e-4]}}), {"storage": str(tmp_path / "results")})
     store = open_storage(cfg.storage)

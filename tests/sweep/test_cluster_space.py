@@ -32,7 +32,7 @@ def test_h100_space_validates_without_loading_a_model():
 
 
 def test_h100_space_is_the_seeds_setup():
-    from sweep.loader import load_space
+    from sweep.spec.loader import load_space
 
     cfg = load_space(H100_SPACE)
     base = cfg.trainer

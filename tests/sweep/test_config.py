@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from configkit.base import ConfigError
-from sweep.config import Choice, LogUniform
-from sweep.loader import load_space
-from sweep.space import sampled_trial_count
+from sweep.spec.config import Choice, LogUniform
+from sweep.spec.loader import load_space
+from sweep.spec.space import sampled_trial_count
 
 SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
 GOOD = """
@@ -251,7 +251,7 @@ def test_trial_placement_on_gpus(tmp_path):
 
 
 def test_a_saved_config_reloads_to_the_same(tmp_path):
-    from sweep.config import SweepConfig
+    from sweep.spec.config import SweepConfig
 
     cfg = _load(tmp_path, COND.replace("name: t", "name: t\nlogging: {wandb: {enabled: true}}"))
     assert SweepConfig.model_validate_json(cfg.model_dump_json()) == cfg

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sweep.confirm import SettingResult, confirm_config, holds, summarize, top_settings
-from sweep.loader import load_space
+from sweep.spec.loader import load_space
 from tests.conftest import TEST_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

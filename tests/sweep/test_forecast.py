@@ -68,7 +68,7 @@ def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
     from pathlib import Path
 
     from sweep.forecast import candidate_sizes, render
-    from sweep.loader import load_space
+    from sweep.spec.loader import load_space
 
     space = load_space(Path(__file__).resolve().parents[2] / "sweep" / "search_spaces" / "demo_cpu.yaml")
     assert candidate_sizes(space.trainer, space) == [4, 8]

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from pyarrow.fs import LocalFileSystem
 
-from sweep import attempts, leaderboard
+from sweep import leaderboard
+from sweep.trials import attempts
 
 METRIC = "reward/avg_pass_at_1"
 
@@ -69,7 +70,7 @@ def test_the_report_reads_the_same_history_and_restarts(tmp_path):
 def test_a_trial_is_named_alike_from_its_reports_or_from_its_folder_alone():
     """A trial that failed before its first report has only its folder: the leaderboard and the report must
     both name it by its trial id (they named it by folder and by id, so it was listed twice)."""
-    from sweep.results import trial_id_of
+    from sweep.store.results import trial_id_of
 
     assert trial_id_of("/s/demo/run_trial_954fe51d_1_optim_lr=0.0001_2026-11-24_03-40-56") == "954fe51d"  # a searcher's id
     assert trial_id_of("run_trial_abcde_00012_12_lr=0.1_2026-11-24") == "abcde_00012"  # random/grid's

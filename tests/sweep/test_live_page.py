@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from sweep.__main__ import main
-from sweep.live_page import LivePage, LiveTrial, live_report
-from sweep.live_server import FORGET_S, LiveServer, allowed, bind_problem, free_port, is_loopback, presented_token
 from sweep.report.build import build_report
 from sweep.report.render import sections
+from sweep.watch.live_page import LivePage, LiveTrial, live_report
+from sweep.watch.live_server import FORGET_S, LiveServer, allowed, bind_problem, free_port, is_loopback, presented_token
 from tests.sweep.live_watch import SECTIONS, parse_page
 from tests.sweep.report_fixture import make_sweep_dir
 

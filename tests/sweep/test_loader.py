@@ -12,7 +12,7 @@ import pytest
 from configkit.base import ConfigError
 from grpo.config import TrainerConfig
 from sweep.__main__ import main
-from sweep.loader import load_space, load_trainer, parse_sets
+from sweep.spec.loader import load_space, load_trainer, parse_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
@@ -40,7 +40,7 @@ def trainer_parses():
     def profile(frame, event, arg):
         if event == "call" and frame.f_code is code:
             caller = frame.f_back
-            while caller is not None and not caller.f_code.co_filename.endswith("sweep/checks.py"):
+            while caller is not None and not caller.f_code.co_filename.endswith("sweep/spec/checks.py"):
                 caller = caller.f_back
             counts["checks" if caller is not None else "other"] += 1
 
@@ -121,7 +121,7 @@ def test_the_trainer_config_is_parsed_once_in_the_driver(tmp_path, monkeypatch):
 def test_a_trial_parses_its_config_once_and_training_never(tmp_path, tiny_base):
     from grpo.reporting import ListReporter
     from grpo.trainer import train
-    from sweep.trial import trial_config
+    from sweep.trials.trial import trial_config
     from sweep.tuner import base_trainer_dict
     from tests.sweep.tiny_sweep import tiny_trainer
 

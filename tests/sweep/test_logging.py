@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sweep.config import SweepConfig
-from sweep.live import LiveProgress
+from sweep.spec.config import SweepConfig
+from sweep.watch.live import LiveProgress
 from tests.sweep.tiny_sweep import fit, load_space, ray_session, tiny_trainer  # noqa: F401 (ray_session is a fixture)
 
 METRIC = "reward/avg_pass_at_1"
@@ -86,7 +86,7 @@ def test_live_table_in_a_terminal():
 def test_callbacks_follow_the_logging_block():
     from ray.tune.logger import TBXLoggerCallback
 
-    from sweep.loggers import NoTensorBoard, SweepWandb, logging_callbacks
+    from sweep.watch.loggers import NoTensorBoard, SweepWandb, logging_callbacks
 
     cfg = SweepConfig.model_validate({"space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}}})
     kinds = [type(c) for c in logging_callbacks(cfg)]

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from sweep.notify import WEBHOOK_ENV, SweepNotifier, notifiers, post, results_location
+from sweep.watch.notify import WEBHOOK_ENV, SweepNotifier, notifiers, post, results_location
 from tests.support.webhook import Webhook
 
 
@@ -50,7 +50,7 @@ def test_webhook_sees_the_sweep_in_order(tmp_path, monkeypatch):
     from ray import tune
     from ray.tune.stopper import CombinedStopper, MaximumIterationStopper, Stopper
 
-    from sweep.stoppers import ZeroSignalStopper
+    from sweep.trials.stoppers import ZeroSignalStopper
 
     class ZeroSignal(ZeroSignalStopper, Stopper):
         pass
@@ -80,7 +80,7 @@ def test_webhook_sees_the_sweep_in_order(tmp_path, monkeypatch):
 
 
 def test_a_failing_webhook_is_a_warning_without_the_url(caplog):
-    caplog.set_level(logging.WARNING, logger="sweep.notify")
+    caplog.set_level(logging.WARNING, logger="sweep.watch.notify")
     with Webhook(status=500) as hook:
         assert post(hook.url, "hello", timeout_s=5) is False
     assert hook.texts == ["hello"]
@@ -95,7 +95,7 @@ def test_a_failing_webhook_is_a_warning_without_the_url(caplog):
 
 
 def test_notifier_goes_quiet_after_repeated_failures(caplog, monkeypatch):
-    caplog.set_level(logging.WARNING, logger="sweep.notify")
+    caplog.set_level(logging.WARNING, logger="sweep.watch.notify")
     monkeypatch.setenv(WEBHOOK_ENV, "http://127.0.0.1:9/hook")
     notifier = SweepNotifier("s", "/r", "m", "max", total_steps=3)
     started = time.perf_counter()
@@ -106,7 +106,7 @@ def test_notifier_goes_quiet_after_repeated_failures(caplog, monkeypatch):
 
 
 def test_notifiers_only_with_the_env_var(monkeypatch, tmp_path):
-    from sweep.config import SweepConfig
+    from sweep.spec.config import SweepConfig
 
     cfg = SweepConfig.model_validate({"name": "n", "storage": str(tmp_path), "space": {"optim.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}})
     monkeypatch.delenv(WEBHOOK_ENV, raising=False)

@@ -56,8 +56,8 @@ def _kill_pack_hosts_once_a_step_is_reported(storage: Path, done: threading.Even
 def test_a_pack_host_that_dies_takes_no_member_with_it(tmp_path):
     """Its members' attempts end as lost processes, Tune restarts them within the run, and each joins a new
     host from its newest checkpoint: every step once, one restart each."""
-    from sweep import attempts
-    from sweep.results import trial_history
+    from sweep.store.results import trial_history
+    from sweep.trials import attempts
 
     cfg = load_space(tmp_path, {
         "name": "hostdies",

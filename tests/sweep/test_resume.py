@@ -22,10 +22,11 @@ import pytest
 import yaml
 from pyarrow.fs import FileSelector, FileType
 
-from sweep import attempts
-from sweep.checkpoints import MARKER
-from sweep.results import trial_history
-from sweep.storage import Storage, open_storage, optuna_db_path
+from sweep.store.results import trial_history
+from sweep.store.storage import Storage, open_storage
+from sweep.store.study import optuna_db_path
+from sweep.trials import attempts
+from sweep.trials.checkpoints import MARKER
 from tests.conftest import TEST_MODEL
 from tests.support.processes import kill_by_env, kill_group
 from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
@@ -35,7 +36,7 @@ STEPS = 6
 
 
 def space(storage: str, packed: bool = False) -> dict:
-    """Two trials one at a time; ``packed``: three LoRA trials, two at a time in one pack host (``sweep.packing``)."""
+    """Two trials one at a time; ``packed``: three LoRA trials, two at a time in one pack host (``sweep.trials.packing``)."""
     data = {
         "name": "resume",
         "trainer": {

@@ -32,7 +32,7 @@ def test_median_stops_the_trial_below_the_others(tmp_path):
     rows = {row.config["optim.lr"]: row for row in leaderboard_rows(cfg, results)}
     assert rows[1e-2].status == "finished" and rows[1e-2].steps == 3
     assert rows[1e-6].status == "stopped early" and rows[1e-6].steps == 2
-    from sweep.results import trial_history
+    from sweep.store.results import trial_history
 
     pids = {r.config["optim.lr"]: {row["pid"] for row in trial_history(r.path)} for r in results}
     assert pids[1e-6] <= pids[1e-2] | pids[1e-3]  # the third trial ran in a process a finished trial left (reuse_processes)

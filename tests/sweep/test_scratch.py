@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from sweep.scratch import remove_orphans, scratch_dir
+from sweep.trials.scratch import remove_orphans, scratch_dir
 
 
 def test_only_the_scratch_of_exited_processes_is_removed(tmp_path, monkeypatch):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     ours = scratch_dir("checkpoints")
     dead = subprocess.run(
-        [sys.executable, "-c", "from sweep.scratch import scratch_dir; print(scratch_dir('resume'))"],
+        [sys.executable, "-c", "from sweep.trials.scratch import scratch_dir; print(scratch_dir('resume'))"],
         capture_output=True, text=True, check=True, env={**os.environ, "TMPDIR": str(tmp_path)},
     ).stdout.strip()
     (Path(dead) / "model.safetensors").write_bytes(b"x" * 10)

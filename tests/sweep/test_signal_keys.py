@@ -11,7 +11,7 @@ from configkit.base import ConfigError
 from grpo.curriculum import write_probe
 from grpo.data import trial_tasks
 from sweep.__main__ import main
-from sweep.loader import load_space
+from sweep.spec.loader import load_space
 
 SPACE = """
 name: signal

@@ -7,9 +7,8 @@ import random
 import optuna
 import pytest
 
-from sweep.config import SweepConfig
-from sweep.schedulers import KeepInBounds
-from sweep.space import (
+from sweep.spec.config import SweepConfig
+from sweep.spec.space import (
     ConditionalSample,
     OptunaSpace,
     base_value,
@@ -19,6 +18,7 @@ from sweep.space import (
     sample,
     tune_param_space,
 )
+from sweep.trials.schedulers import KeepInBounds
 
 KL = {"algorithm.kl_coef": {"choice": [0.0, 0.1]}, "algorithm.kl_estimator": {"choice": ["k1", "k2"], "when": {"algorithm.kl_coef": {"gt": 0}}}}
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sweep.stoppers import ZeroSignalStopper, no_signal
+from sweep.trials.stoppers import ZeroSignalStopper, no_signal
 
 
 def test_no_signal_needs_patience_consecutive_low_steps():

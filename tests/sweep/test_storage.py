@@ -11,9 +11,10 @@ import json
 import pytest
 
 from configkit.base import ConfigError
-from sweep.results import keep_before_resume, trial_history
 from sweep.resume import experiment_uri
-from sweep.storage import DirMirror, open_storage, optuna_db_path, pull_study, push_study, split_experiment
+from sweep.store.results import keep_before_resume, trial_history
+from sweep.store.storage import DirMirror, open_storage, split_experiment
+from sweep.store.study import optuna_db_path, pull_study, push_study
 from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
 
 

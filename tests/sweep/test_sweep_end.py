@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.config import SweepConfig
 from sweep.run import write_report
-from sweep.storage import open_storage
-from sweep.summary_logs import GAIN, HPARAMS_DIR, log_sweep_end
+from sweep.spec.config import SweepConfig
+from sweep.store.storage import open_storage
+from sweep.watch.summary_logs import GAIN, HPARAMS_DIR, log_sweep_end
 from tests.sweep.report_fixture import make_sweep_dir
 from tests.sweep.test_logging import wandb_records
 

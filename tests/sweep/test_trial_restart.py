@@ -21,9 +21,9 @@ import pytest
 import yaml
 from pyarrow.fs import FileSelector, FileType
 
-from sweep import attempts
-from sweep.results import recorded_steps, trial_history
-from sweep.storage import Storage, open_storage
+from sweep.store.results import recorded_steps, trial_history
+from sweep.store.storage import Storage, open_storage
+from sweep.trials import attempts
 from tests.conftest import TEST_MODEL
 from tests.support.processes import kill_by_env, kill_group, pids_with_env
 from tests.sweep.test_resume import marked_steps, run_cli

@@ -22,7 +22,7 @@ def test_trials_ended_early_are_pruned_not_complete():
 
 @pytest.mark.parametrize(("name", "kind"), [("tpe", optuna.samplers.TPESampler), ("gp", optuna.samplers.GPSampler), ("cmaes", optuna.samplers.CmaEsSampler)])
 def test_the_sampler_is_the_one_named(tmp_path, name, kind):
-    from sweep.config import SweepConfig
+    from sweep.spec.config import SweepConfig
     from sweep.tuner import build_searcher
 
     cfg = SweepConfig.model_validate({"name": name, "storage": str(tmp_path), "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
@@ -35,13 +35,13 @@ def test_the_sampler_is_the_one_named(tmp_path, name, kind):
 
 
 def _cfg(tmp_path, space: dict, **search):
-    from sweep.config import SweepConfig
+    from sweep.spec.config import SweepConfig
 
     return SweepConfig.model_validate({"name": "s", "storage": str(tmp_path), "space": space, "search": {"seed": 0, **search}})
 
 
 def test_finite_points_are_the_configs_optuna_can_draw(tmp_path):
-    from sweep.space import finite_points
+    from sweep.spec.space import finite_points
 
     lr = {"choice": [1e-5, 1e-4, 1e-3]}
     assert len(finite_points(_cfg(tmp_path, {"optim.lr": lr, "algorithm.kl_coef": {"choice": [0.0, 0.1]}}))) == 6

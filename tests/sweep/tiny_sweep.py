@@ -54,7 +54,7 @@ def ray_session(tiny_base: str) -> Iterator[None]:
 
 def load_space(tmp_path: Path, space: dict[str, Any]):
     """Write a space file and load it through the full validation (as ``sweep run`` does)."""
-    from sweep.loader import load_space
+    from sweep.spec.loader import load_space
 
     path = tmp_path / f"{space['name']}.yaml"
     path.write_text(yaml.safe_dump({"storage": str(tmp_path / "results"), "resources": {"cpus_per_trial": 1}, **space}))

@@ -11,7 +11,7 @@ What loading does, in order: read the YAML; make the trainer's relative paths re
 trial runs in its own directory); apply the overrides (``--set key=value``; a trainer key may drop its
 ``trainer.`` prefix, a sweep key is written as it is in the file, e.g. ``search.num_samples``); parse
 the distributions' shorthand; validate the shape, section by section, so one bad section does not hide
-the others' problems; run the meaning checks (``sweep.checks``). Every problem is reported at once, each
+the others' problems; run the meaning checks (``sweep.spec.checks``). Every problem is reported at once, each
 naming the file, the key, the value and what is allowed, before anything starts.
 """
 
@@ -25,9 +25,9 @@ from pydantic import ValidationError
 
 from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
 from grpo.config import TrainerConfig
-from sweep.checks import meaning_problems, trainer_problems
-from sweep.config import SCHEDULERS, SweepConfig
-from sweep.distributions import DISTRIBUTIONS, distribution_dict
+from sweep.spec.checks import meaning_problems, trainer_problems
+from sweep.spec.config import SCHEDULERS, SweepConfig
+from sweep.spec.distributions import DISTRIBUTIONS, distribution_dict
 
 TRAINER_PATHS = (  # resolved against the file that names them
     ("env", "tasks_path"), ("eval", "tasks_path"), ("model", "cache_dir"), ("data", "curriculum", "prior_path"),

@@ -4,7 +4,7 @@ W&B: one run per trial, grouped by the sweep's name, its config the trial's swep
 that looks like a secret; secrets live in the environment only). ``mode: offline`` needs no key and writes
 run files under ``{storage}/{name}/wandb`` for ``wandb sync`` later. TensorBoard: event files in each
 trial's folder (tensorboardX). The finished sweep's own summaries (HParams tab, one W&B run with the leaderboard
-and verdict) are written once at the end by ``sweep.summary_logs``, from the report.
+and verdict) are written once at the end by ``sweep.watch.summary_logs``, from the report.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 
 from configkit import environ
-from sweep.config import SweepConfig
+from sweep.spec.config import SweepConfig
 
 SECRET = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
 
@@ -81,7 +81,7 @@ class NoTensorBoard(TBXLoggerCallback):
 def wandb_dir(cfg: SweepConfig) -> Path:
     """Local W&B run files (``wandb sync`` reads them): in the sweep's directory when storage is local, else
     under ``wandb_runs/{name}`` in the working directory (W&B writes local files only)."""
-    from sweep.storage import open_storage
+    from sweep.store.storage import open_storage
 
     store = open_storage(cfg.storage)
     path = (Path(store.root) if store.is_local else Path("wandb_runs")).resolve() / cfg.name
@@ -106,7 +106,7 @@ def wandb_callback(cfg: SweepConfig) -> SweepWandb:
 
 def logging_callbacks(cfg: SweepConfig) -> list[Callback]:
     """The callbacks the ``logging`` block asks for (Tune adds its CSV and JSON loggers itself)."""
-    from sweep.live import LiveProgress
+    from sweep.watch.live import LiveProgress
 
     callbacks: list[Callback] = [TBXLoggerCallback() if cfg.logging.tensorboard else NoTensorBoard()]
     if cfg.logging.wandb.enabled:

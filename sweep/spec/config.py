@@ -1,6 +1,6 @@
 """SweepConfig: what to sweep, how to search and schedule, where results go; the schema only.
 
-A space file names TrainerConfig keys by dotted path, each with a distribution (``sweep/distributions.py``)::
+A space file names TrainerConfig keys by dotted path, each with a distribution (``sweep/spec/distributions.py``)::
 
     space:
       optim.lr: {loguniform: [1.0e-4, 3.0e-3]}
@@ -9,7 +9,7 @@ A space file names TrainerConfig keys by dotted path, each with a distribution (
       rollout.n_samples_per_prompt: 4            # a fixed value
 
 The base trainer is a typed ``TrainerConfig``, parsed with the file. Reading a file (or a saved sweep),
-applying command-line overrides and running the meaning checks is ``sweep.loader``'s job, the one door;
+applying command-line overrides and running the meaning checks is ``sweep.spec.loader``'s job, the one door;
 this module imports neither it nor the checks. Imports no torch and no Ray.
 """
 
@@ -21,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 
 from configkit.base import StrictModel
 from grpo.config import TrainerConfig
-from sweep.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
+from sweep.spec.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
     DISTRIBUTIONS,
     Choice,
     Condition,

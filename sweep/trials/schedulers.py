@@ -19,8 +19,8 @@ from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, PopulationBasedTraining, TrialScheduler
 
-from sweep.config import Choice, QUniform, RandInt, SweepConfig, Uniform
-from sweep.space import pbt_mutations
+from sweep.spec.config import Choice, QUniform, RandInt, SweepConfig, Uniform
+from sweep.spec.space import pbt_mutations
 
 STEPS = "training_iteration"  # one report per GRPO step
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import optuna
 
-from sweep.config import SearchConfig
+from sweep.spec.config import SearchConfig
 
 
 def _tpe(search: SearchConfig) -> optuna.samplers.BaseSampler:

@@ -1,9 +1,9 @@
 """The live sweep page: the report of the results so far, made by the report's own pieces (``sweep.report``:
-load, judge, summaries, plots, sections, HTML), served by the driver while the sweep runs (``sweep.live_server``)
+load, judge, summaries, plots, sections, HTML), served by the driver while the sweep runs (``sweep.watch.live_server``)
 and, once the sweep has ended, the final report itself.
 
 ``LiveFeed``, a Tune callback in the driver, keeps every trial's reported rows and its state: pending, running,
-or why it ended (finished, the scheduler's early stop, the zero-signal rule, an error: ``sweep.stoppers.fate``,
+or why it ended (finished, the scheduler's early stop, the zero-signal rule, an error: ``sweep.trials.stoppers.fate``,
 the leaderboard's words). ``LivePage`` builds the page from them when a browser asks and something changed (at
 most every ``MIN_REBUILD_S``: a build draws the plots), adding what the trials wrote to storage themselves
 (eval points, eval dumps). The page polls ``state.json`` and reloads when there is something new.
@@ -26,8 +26,8 @@ from typing import Any
 
 from ray.tune import Callback
 
-from sweep.live_server import POLL_S, LiveServer
-from sweep.stoppers import VARIANCE, fate
+from sweep.trials.stoppers import VARIANCE, fate
+from sweep.watch.live_server import POLL_S, LiveServer
 
 MIN_REBUILD_S = 3.0
 LINGER_S = 10.0  # how long the driver waits, at the end, for open pages to load the final report

@@ -15,12 +15,12 @@ import logging
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from ray.tune import Callback
 
 from configkit import environ
-from sweep.stoppers import VARIANCE, no_signal
+from sweep.trials.stoppers import VARIANCE, no_signal
+from sweep.watch.text import fmt
 
 WEBHOOK_ENV = environ.GRPO_SWEEP_SLACK_WEBHOOK.name
 MAX_FAILURES = 3
@@ -44,12 +44,6 @@ def results_location(storage: str, name: str) -> str:
     if "://" in storage:
         return f"{storage.rstrip('/')}/{name}"
     return str(Path(storage).expanduser().resolve() / name)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
 
 
 def last_error_line(trial) -> str:
@@ -99,7 +93,7 @@ class SweepNotifier(Callback):
             self.send(f"sweep {self.name} failed: every trial ({len(trials)}) errored; results: {self.results}")
             return
         best = self.best(trials)
-        head = f"best {best.trial_id} {self.metric}={_fmt(best.last_result.get(self.metric))}; " if best else ""
+        head = f"best {best.trial_id} {self.metric}={fmt(best.last_result.get(self.metric), '.3g')}; " if best else ""
         self.send(f"sweep {self.name} ended: {len(trials)} trials, {len(failed)} failed; {head}results: {self.results}")
 
     def sweep_failed(self, error: BaseException) -> None:
@@ -116,8 +110,8 @@ class SweepNotifier(Callback):
 
     def summary(self, trial) -> str:
         value = trial.last_result.get(self.metric)
-        config = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted((trial.config or {}).items()))
-        return (f" ({self.metric}={_fmt(value)}" if value is not None else " (") + (f"; {config})" if config else ")")
+        config = ", ".join(f"{k}={fmt(v, '.3g')}" for k, v in sorted((trial.config or {}).items()))
+        return (f" ({self.metric}={fmt(value, '.3g')}" if value is not None else " (") + (f"; {config})" if config else ")")
 
     def best(self, trials):
         scored = [t for t in trials if isinstance(t.last_result.get(self.metric), int | float)]

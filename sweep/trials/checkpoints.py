@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from ray.tune import Callback
 
-from sweep.results import STEPS_DIR, recorded_steps
+from sweep.store.results import STEPS_DIR, recorded_steps
 
 log = logging.getLogger(__name__)
 

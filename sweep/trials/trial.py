@@ -3,9 +3,9 @@
 ``run_trial`` validates the trial's config, then runs the GRPO trainer with a reporter that hands each
 step's metrics to Tune (exactly once per step, so ASHA rungs count GRPO steps). A trial Tune restarts
 (its process died, or ``sweep resume`` after the driver died) continues from its newest checkpoint
-(``sweep.checkpoints``), or from step 1 without one; the steps after it are redone and their new reports
-replace the first ones (``sweep.results``, ``sweep.attempts``), and so do their evals (``forget_evals_after``).
-Each start is an attempt recorded in storage (``sweep.attempts``); Tune's retry of a trial that raised is refused.
+(``sweep.trials.checkpoints``), or from step 1 without one; the steps after it are redone and their new reports
+replace the first ones (``sweep.store.results``, ``sweep.trials.attempts``), and so do their evals (``forget_evals_after``).
+Each start is an attempt recorded in storage (``sweep.trials.attempts``); Tune's retry of a trial that raised is refused.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from configkit import environ
 from configkit.base import apply_overrides, validate
 from grpo.config import TrainerConfig
 from grpo.process import release_memory
-from sweep import attempts, checkpoints
-from sweep.scratch import remove_orphans, scratch_dir
-from sweep.storage import DirMirror, open_storage
+from sweep.store.storage import DirMirror, open_storage
+from sweep.trials import attempts, checkpoints
+from sweep.trials.scratch import remove_orphans, scratch_dir
 
 AGGREGATE_FILE = "aggregated_results.jsonl"  # a trial's eval lines, appended by grpo.evaluation.append_aggregate
 
@@ -78,11 +78,11 @@ def run_trial(
 ) -> None:
     """The Tune function trainable. Eval trajectories go to ``{storage}/{experiment}/trajectories/{trial_id}``.
 
-    With ``workers`` > 1 the trial runs them as Ray Train workers (``sweep.multiworker``), which keep
+    With ``workers`` > 1 the trial runs them as Ray Train workers (``sweep.trials.multiworker``), which keep
     their checkpoints in Ray Train's storage under ``{storage}/{experiment}/ray_train/{trial_id}`` and
     restart after a worker's failure up to ``max_restarts`` times. ``run`` names the driver's run: a trial that
-    raised is not started again within it, and is by ``sweep resume`` (``sweep.attempts``). With
-    ``trials_per_worker`` > 1 the trial's steps run in a pack host shared with other trials (``sweep.packing``).
+    raised is not started again within it, and is by ``sweep resume`` (``sweep.trials.attempts``). With
+    ``trials_per_worker`` > 1 the trial's steps run in a pack host shared with other trials (``sweep.trials.packing``).
     """
     from ray import tune
 
@@ -127,9 +127,9 @@ def run_one_process(
         if last is not None:  # its last step ran and was saved before the driver died (Tune's snapshot missed it): none runs again
             reporter.report_again(last)
         elif trials_per_worker > 1:
-            from sweep.packing import run_packed_trial
+            from sweep.trials.packing import run_packed_trial
 
-            run_packed_trial(cfg.model_dump(), base, trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
+            run_packed_trial(cfg, base, trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
         else:
             train(cfg, reporter, base_eval=_shared_base_eval(storage, experiment, cfg))
     finally:
@@ -144,7 +144,7 @@ def run_multiworker(
     config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, trial_id: str, workers: int, worker_resources: tuple[float, float],
     max_restarts: int = 1,
 ) -> None:
-    from sweep.multiworker import run_sharded_trial
+    from sweep.trials.multiworker import run_sharded_trial
 
     store = open_storage(storage)
     output_dir, mirror = trajectories_dir(storage, experiment, trial_id, "")
@@ -193,10 +193,10 @@ def _evals_held(resume_from: str | None) -> Callable[[int], bool]:
 
 
 def _shared_base_eval(storage: str, experiment: str, cfg: TrainerConfig) -> dict[str, Any] | None:
-    """The sweep's one eval of this trial's base (``sweep.bases``), which starts the trial's curve."""
+    """The sweep's one eval of this trial's base (``sweep.spec.bases``), which starts the trial's curve."""
     if not storage or not cfg.eval.interval:
         return None
-    from sweep.bases import shared_base_eval
+    from sweep.trials.base_evals import shared_base_eval
 
     return shared_base_eval(open_storage(storage), experiment, cfg)
 

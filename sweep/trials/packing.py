@@ -11,9 +11,9 @@ its members' steps take turns; each report adds ``pack/members`` (trials in the 
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
 evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
-that dies takes no member with it: each member's attempt ends as a lost process (``sweep.attempts.ProcessLost``),
+that dies takes no member with it: each member's attempt ends as a lost process (``sweep.trials.attempts.ProcessLost``),
 Tune restarts it (``failures.max_trial_restarts``) and it joins another host from its newest checkpoint.
-Leaves out: batched rollouts across members (slower on CPU: ``bench/mixed_adapters.py``), GPUs, PBT and several workers (refused in ``sweep.checks``).
+Leaves out: batched rollouts across members (slower on CPU: ``bench/mixed_adapters.py``), GPUs, PBT and several workers (refused in ``sweep.spec.checks``).
 """
 
 from __future__ import annotations
@@ -22,33 +22,35 @@ import hashlib
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grpo.config import TrainerConfig
 
 STALE_S = 900.0  # a member silent this long, while others wait for its place, has lost its trial
 
 
 class PackHost:
-    """The Ray actor: a ``grpo.pack.Pack`` on the sweep's base trainer config, stepped for its members' trials."""
+    """The Ray actor: a ``grpo.pack.Pack`` on the first joining trial's config (every member shares its pack-wide
+    keys, ``grpo.pack.check_packable``), stepped for its members' trials. Configs arrive typed: Ray pickles the
+    trial's parsed ``TrainerConfig``, as it does for a multi-worker trial's workers, and nothing parses it again."""
 
-    def __init__(self, base: dict[str, Any], capacity: int):
-        from grpo.config import TrainerConfig
+    def __init__(self, pack_cfg: TrainerConfig, capacity: int):
         from grpo.pack import Pack
 
         self.capacity = capacity
-        self.pack = Pack(TrainerConfig.model_validate(base)).__enter__()
+        self.pack = Pack(pack_cfg).__enter__()
         self.members: dict[str, Any] = {}
         self.last_seen: dict[str, float] = {}
 
-    def join(self, trial_id: str, cfg: dict[str, Any], base_eval: dict[str, Any] | None = None) -> bool:
-        """Take trial ``trial_id`` (its validated config, as a dict); False when full."""
-        from grpo.config import TrainerConfig
-
+    def join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None) -> bool:
+        """Take trial ``trial_id``; False when full."""
         if trial_id in self.members:  # the same trial again (its process restarted): start it over from its config
             self.pack.leave(self.members.pop(trial_id))
         self._evict_stale()
         if len(self.members) >= self.capacity:
             return False
-        self.members[trial_id] = self.pack.join(TrainerConfig.model_validate(cfg), base_eval)
+        self.members[trial_id] = self.pack.join(cfg, base_eval)
         self.last_seen[trial_id] = time.monotonic()
         return True
 
@@ -85,7 +87,7 @@ class PackHost:
                 self.last_seen.pop(trial_id)
 
 
-def join_a_host(base: dict[str, Any], cfg: dict[str, Any], capacity: int, experiment: str, trial_id: str,
+def join_a_host(base: dict[str, Any], cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
                 base_eval: dict[str, Any] | None = None, wait_s: float = 600.0):
     """A host on this node with room for the trial (made if none has room); it has joined when this returns.
     Hosts are detached (a host must outlive the trial that made it, its other members still train) and end
@@ -104,7 +106,7 @@ def join_a_host(base: dict[str, Any], cfg: dict[str, Any], capacity: int, experi
                 host = host_class.options(
                     name=f"pack-{experiment}-{recipe}-{node[:12]}-{i}", get_if_exists=True, lifetime="detached",
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-                ).remote(base, capacity)
+                ).remote(cfg, capacity)
                 if ray.get(host.join.remote(trial_id, cfg, base_eval)):
                     return host
             except RayActorError:  # that host was ending (its last member left): try the next, or this name again
@@ -114,17 +116,17 @@ def join_a_host(base: dict[str, Any], cfg: dict[str, Any], capacity: int, experi
         time.sleep(2.0)
 
 
-def run_packed_trial(cfg_dict: dict[str, Any], base: dict[str, Any], capacity: int, experiment: str, reporter,
+def run_packed_trial(cfg: TrainerConfig, base: dict[str, Any], capacity: int, experiment: str, reporter,
                      base_eval: dict[str, Any] | None = None) -> None:
     """The trial's side: join, then one report per step the host runs for it; leave however it ends."""
     import ray
     from ray import tune
     from ray.exceptions import RayActorError
 
-    from sweep.attempts import ProcessLost
+    from sweep.trials.attempts import ProcessLost
 
     trial_id = tune.get_context().get_trial_id()
-    host = join_a_host(base, cfg_dict, capacity, experiment, trial_id, base_eval)
+    host = join_a_host(base, cfg, capacity, experiment, trial_id, base_eval)
     try:
         while (out := ray.get(host.step.remote(trial_id))) is not None:
             reporter.report(*out)

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 RESULT_FILE = "result.json"
 KEPT = re.compile(r"^result\.before-resume-(\d+)\.jsonl$")  # not *.json: Tune's restore copies those down
 STEP_KEY = "training_iteration"
-STEPS_DIR = "steps"  # sweep.checkpoints.record_step writes there, one file per step
+STEPS_DIR = "steps"  # sweep.trials.checkpoints.record_step writes there, one file per step
 
 
 def _open(trial_dir: str | Path, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:

@@ -14,7 +14,7 @@ Tune, or raised. Hence:
 - each report carries its attempt (``ATTEMPT``): a row an earlier attempt wrote for a step after a later
   attempt's start is history that start replaced (``current_rows``), even before the restart reaches it.
 
-Not here: multi-worker trials' worker failures, which Ray Train retries inside the trial (``sweep.multiworker``).
+Not here: multi-worker trials' worker failures, which Ray Train retries inside the trial (``sweep.trials.multiworker``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class RaisedBefore(RuntimeError):
 
 
 class ProcessLost(RuntimeError):
-    """The process that ran the trial's steps died (a pack host, ``sweep.packing``): the attempt is recorded
+    """The process that ran the trial's steps died (a pack host, ``sweep.trials.packing``): the attempt is recorded
     as one whose process died, not as one that raised, so Tune's retry is a restart from the checkpoint."""
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo.config import TrainerConfig
-from sweep.scratch import scratch_dir
+from sweep.trials.scratch import scratch_dir
 
 
 class TrainWorkerReporter:

@@ -14,17 +14,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sweep.config import SweepConfig
 from sweep.report.build import Report
-from sweep.storage import Storage
+from sweep.spec.config import SweepConfig
+from sweep.store.storage import Storage
 
 HPARAMS_DIR = "tensorboard_hparams"
 GAIN = "score/gain"
 
 
 def logged_keys(rep: Report) -> list[str]:
-    """The swept keys, less any that looks like a secret (``sweep.loggers``' rule for the trials' W&B runs)."""
-    from sweep.loggers import SECRET
+    """The swept keys, less any that looks like a secret (``sweep.watch.loggers``' rule for the trials' W&B runs)."""
+    from sweep.watch.loggers import SECRET
 
     return [k for k in rep.swept_keys if not SECRET.search(k)]
 
@@ -89,7 +89,7 @@ def write_wandb(rep: Report, cfg: SweepConfig) -> str:
     Returns the run's local directory (``wandb sync`` it when offline)."""
     import wandb
 
-    from sweep.loggers import wandb_dir
+    from sweep.watch.loggers import wandb_dir
 
     w = cfg.logging.wandb
     columns, rows = leaderboard_table(rep)
@@ -106,7 +106,7 @@ def write_wandb(rep: Report, cfg: SweepConfig) -> str:
         where = run.dir
     finally:
         run.finish()
-        wandb.teardown()  # finish() returns before wandb-core has flushed the run file (see sweep.loggers)
+        wandb.teardown()  # finish() returns before wandb-core has flushed the run file (see sweep.watch.loggers)
     return str(Path(where).parent)
 
 

@@ -17,7 +17,7 @@ import math
 import random
 from typing import Any
 
-from sweep.config import Choice, Fixed, Grid, LogUniform, QUniform, RandInt, SweepConfig, Uniform
+from sweep.spec.config import Choice, Fixed, Grid, LogUniform, QUniform, RandInt, SweepConfig, Uniform
 
 
 def base_value(cfg: SweepConfig, key: str) -> Any:

@@ -12,7 +12,8 @@ from typing import Any
 
 from ray.tune import Callback
 
-from sweep.stoppers import VARIANCE, no_signal
+from sweep.trials.stoppers import VARIANCE, no_signal
+from sweep.watch.text import fmt
 
 
 @dataclass
@@ -26,14 +27,6 @@ class TrialLine:
     variances: list[float] = field(default_factory=list)
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.2e}" if 0 < abs(value) < 1e-2 else f"{value:.3f}"
-    return str(value)
-
-
 def progress_table(lines: list[TrialLine], metric: str, total_steps: int):
     """The rich table of every trial, in start order."""
     from rich.table import Table
@@ -43,8 +36,8 @@ def progress_table(lines: list[TrialLine], metric: str, total_steps: int):
     for column in ["trial", "state", "step", *[k.split(".")[-1] for k in keys], metric.split("/")[-1], "variance_per_prompt"]:
         table.add_column(column, no_wrap=True)
     for line in lines:
-        values = [_fmt(line.config.get(k)) for k in keys]
-        table.add_row(line.trial, line.state, f"{line.step}/{total_steps}", *values, _fmt(line.metric), _fmt(line.variance_per_prompt))
+        values = [fmt(line.config.get(k)) for k in keys]
+        table.add_row(line.trial, line.state, f"{line.step}/{total_steps}", *values, fmt(line.metric), fmt(line.variance_per_prompt))
     return table
 
 
@@ -91,8 +84,8 @@ class LiveProgress(Callback):
         else:
             short = self.metric.split("/")[-1]
             self.console.print(
-                f"trial {line.trial} {state.lower()} step {line.step}/{self.total_steps} {short} {_fmt(line.metric)} "
-                f"variance_per_prompt {_fmt(line.variance_per_prompt)}",
+                f"trial {line.trial} {state.lower()} step {line.step}/{self.total_steps} {short} {fmt(line.metric)} "
+                f"variance_per_prompt {fmt(line.variance_per_prompt)}",
                 soft_wrap=True,
                 highlight=False,
             )

@@ -1,0 +1,111 @@
+"""What a well-formed space file must also mean: the semantic checks ``sweep.spec.loader`` runs on every load.
+
+Each check yields problems (one line each, naming the file, the key and what is allowed) instead of raising, so
+``sweep validate`` reports every problem at once. ``meaning_problems`` runs them all; this module holds the
+trainer's own (its tasks load, its backend can run them, its curriculum's probe reads) and logging's; the space,
+searcher and scheduler are ``space_checks``', workers, GPUs and packs ``resource_checks``', the shared base
+``bases``'. Imports no torch and no Ray: the cluster's resources are this machine's unless the caller passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from configkit import environ
+from configkit.base import ConfigError
+from grpo.config import TrainerConfig
+from sweep.spec.bases import base_problems
+from sweep.spec.config import SweepConfig
+from sweep.spec.resource_checks import packing_problems, placement_problems, resource_problems
+from sweep.spec.space_checks import condition_problems, point_problems, scheduler_problems, search_problems, space_problems
+from sweep.store.uris import storage_problems
+
+
+def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: dict[str, float] | None) -> list[str]:
+    """Every semantic problem of a structurally valid config; sections in ``dropped`` were invalid and are skipped
+    (every check but storage's needs the base trainer: without it, none runs)."""
+    storage = [] if "storage" in dropped else [f"{source}: {p}" for p in storage_problems(cfg.storage, None if "name" in dropped else cfg.name)]
+    if "trainer" in dropped:
+        return storage
+    base = cfg.trainer
+    tasks, tasks_problem = trial_tasks_or_problem(base, source)
+    if tasks is None:
+        return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
+    problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source), *space_problems(cfg, source),
+                *condition_problems(cfg, source), *base_problems(cfg, source)]
+    if "search" not in dropped:
+        problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
+    if "scheduler" not in dropped and "search" not in dropped:
+        problems += scheduler_problems(cfg, base, source)
+    if "resources" not in dropped:
+        problems += placement_problems(cfg, base, source)
+    if "resources" not in dropped and cfg.resources.trials_per_worker > 1:
+        problems += packing_problems(cfg, base, source)
+    if "resources" not in dropped and cluster is not None:
+        problems += resource_problems(cfg, cluster, source)
+    if "logging" not in dropped:
+        problems += logging_problems(cfg, source)
+    return problems
+
+
+def trial_tasks_or_problem(base: TrainerConfig, source: str, section: str = "trainer") -> tuple[Any, str | None]:
+    """The base trainer's (training, held-out) tasks, loaded once for every check that reads them, or None
+    and why they do not load or are empty (its keys named within ``section``, the trainer's place in the file)."""
+    from grpo.data import trial_tasks
+
+    where = f"{source}: in {section}:" if section else f"{source}:"
+    try:
+        return trial_tasks(base), None
+    except ConfigError as exc:
+        return None, f"{where} {exc}"
+    except ValueError as exc:
+        return None, f"{where} the tasks: {exc}"
+
+
+def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
+    """A trainer YAML's checks (``sweep train``, ``forecast``): its tasks load, and its backend can run them."""
+    tasks, tasks_problem = trial_tasks_or_problem(base, source, section="")
+    return [tasks_problem] if tasks is None else [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, "")]
+
+
+def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: str = "trainer") -> list[str]:
+    """The curriculum's probe file (``data.curriculum.prior_path``) reads and names some training task (also
+    where the base leaves the curriculum off: a space may sweep it on)."""
+    if not base.data.curriculum.prior_path:
+        return []
+    from grpo.curriculum import curriculum_sampler
+
+    try:
+        curriculum_sampler(base, tasks[0])
+    except ConfigError as exc:
+        return [f"{source}: in {section}: {exc}" if section else f"{source}: {exc}"]
+    return []
+
+
+def backend_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> Iterator[str]:
+    """The environment backend can run every task (``tasks``: the trainer's training and held-out ones), and
+    has what it needs here (its own ``problems``: Fleet's key, SDK and OpenEnv)."""
+    from toolenvs.local import APPS as local_apps
+
+    backend = base.env.backend
+    train, held_out = tasks
+    hosted = sorted({t.env_key for t in train} - set(local_apps))
+    if base.model.name_or_path is None and base.model.warmstart_steps > 0 and hosted:
+        yield (f"{source}: key '{prefix}model.name_or_path' = None: the tiny model is warm-started by replaying the tasks' solutions "
+               f"on our local apps, and {', '.join(hosted)} are not local apps; name a pretrained model (e.g. Qwen/Qwen3-8B) "
+               "or set trainer.model.warmstart_steps: 0")
+    for problem in backend.problems(train + held_out):
+        yield f"{source}: key '{prefix}env.backend' = {{type: {backend.type}}}: {problem}"
+
+
+def logging_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
+    wandb = cfg.logging.wandb
+    if wandb.enabled and wandb.mode == "online" and not environ.WANDB_API_KEY.is_set() and not _netrc_has_wandb():
+        yield f"{source}: key 'logging.wandb.mode' = 'online' needs WANDB_API_KEY in the environment (or `wandb login`); or use mode: offline"
+
+
+def _netrc_has_wandb() -> bool:
+    netrc = Path(environ.NETRC.get("~/.netrc") or "~/.netrc").expanduser()
+    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")

@@ -1,0 +1,120 @@
+"""What a trial asks of the machines: the cluster's resources, where its workers and engines go, packs.
+
+The combination rules themselves (workers with CPU offload, LoRA or DAPO's sum-norm; tasks and mini-batches per
+worker; what a pack can hold) are ``grpo.combinations``'; they run here on the base trainer and on every swept
+extreme, as the trainer runs them again when a trial starts. Problems are lines, as in ``sweep.spec.checks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from pydantic import ValidationError
+
+from configkit import environ
+from configkit.base import apply_overrides
+from grpo.combinations import Clash, pack_clashes, worker_clashes
+from grpo.config import TrainerConfig, pack_wide
+from sweep.spec.config import PbtConfig, SweepConfig
+
+
+def cluster_resources() -> tuple[dict[str, float] | None, str]:
+    """What trials could get and where that was read: the running Ray cluster at ``RAY_ADDRESS``, else nothing.
+
+    Without a cluster there is nothing to check against: a space written for a GPU cluster must validate on
+    a laptop, and ``sweep run`` checks the Ray it starts anyway.
+    """
+    address = environ.RAY_ADDRESS.get()
+    if not address:
+        return None, "nothing (set RAY_ADDRESS to check against a running Ray cluster)"
+    import ray
+
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        return dict(ray.cluster_resources()), f"the Ray cluster at {address}"
+    finally:
+        ray.shutdown()
+
+
+def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str = "resources") -> list[str]:
+    """A trial that asks for more than the cluster has would wait forever: say so instead."""
+    workers = cfg.resources.workers_per_trial
+    wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
+    driver = {"CPU": 0.01 if workers > 1 else 0.0, "GPU": 0.0}  # a multi-worker trial's own process (sweep.tuner)
+    per = f" per worker x {workers} workers (resources.workers_per_trial), plus 0.01 CPU for the trial" if workers > 1 else ""
+    return [
+        f"{source}: key 'resources.{kind.lower()}s_per_trial' = {amount:g}: each trial asks for {amount * workers + driver[kind]:g} {kind}{per}, "
+        f"the Ray cluster has {available.get(kind, 0.0):g}; lower it"
+        for kind, amount in wanted.items()
+        if amount * workers + driver[kind] > available.get(kind, 0.0)
+    ]
+
+
+def placement_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list[str]:
+    """Where a trial's parts go: each worker (FSDP2 rank) trains on one GPU and, with vLLM, runs its
+    engine there too; a trial that asks for GPUs it cannot use, or vLLM without a GPU, is refused."""
+    r = cfg.resources
+    problems = []
+    if r.gpus_per_trial > 1:
+        problems.append(
+            f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g}: a worker trains on one GPU, so the rest would sit idle; "
+            f"for {r.gpus_per_trial:g} GPUs per trial set workers_per_trial: {r.gpus_per_trial:g} and gpus_per_trial: 1 "
+            "(one FSDP2 rank, and one vLLM engine, per GPU)"
+        )
+    if r.workers_per_trial > 1 and 0 < r.gpus_per_trial < 1:
+        problems.append(
+            f"{source}: key 'resources.gpus_per_trial' = {r.gpus_per_trial:g} with workers_per_trial = {r.workers_per_trial}: Ray may put two "
+            "workers of a trial on one GPU, which NCCL refuses; give each worker a whole GPU (gpus_per_trial: 1)"
+        )
+    problems += clash_problems(cfg, lambda trainer: worker_clashes(trainer, r.workers_per_trial), source)
+    swept = cfg.space.get("rollout.backend")
+    vllm = base.rollout.backend == "vllm" or (swept is not None and swept.contains("vllm"))
+    if vllm and r.gpus_per_trial <= 0:
+        problems.append(
+            f"{source}: key 'trainer.rollout.backend' = 'vllm' needs a GPU for each worker's engine, but resources.gpus_per_trial is 0; "
+            "set it to 1 (or use rollout.backend: hf on CPUs)"
+        )
+    elif vllm and r.gpus_per_trial < 1 and base.rollout.vllm.gpu_memory_utilization >= r.gpus_per_trial:
+        problems.append(
+            f"{source}: key 'trainer.rollout.vllm.gpu_memory_utilization' = {base.rollout.vllm.gpu_memory_utilization:g} is not below "
+            f"resources.gpus_per_trial = {r.gpus_per_trial:g}: trials sharing a GPU would together ask for more than it has; lower it"
+        )
+    return problems
+
+
+def trainer_variants(cfg: SweepConfig) -> Iterator[tuple[TrainerConfig, str]]:
+    """The base trainer, and the base with each extreme of each swept key that the trainer accepts (each with
+    the words naming it): what the combination rules (``grpo.combinations``) are checked on."""
+    yield cfg.trainer, ""
+    for key, dist in cfg.space.items():
+        for value in dist.extremes():
+            try:
+                yield TrainerConfig.model_validate(apply_overrides(cfg.trainer.model_dump(), {key: value})), f" (where space.{key} = {value!r})"
+            except ValidationError:  # named by the space's own check
+                continue
+
+
+def clash_problems(cfg: SweepConfig, clashes: Callable[[TrainerConfig], list[Clash]], source: str) -> list[str]:
+    """Each clash a rule finds in the base or a swept extreme, once per key (the base's first)."""
+    found: dict[str, str] = {}
+    for trainer, where in trainer_variants(cfg):
+        for clash in clashes(trainer):
+            found.setdefault(clash.key, f"{source}: key '{clash.key}' {clash.text}{where}")
+    return list(found.values())
+
+
+def packing_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list[str]:
+    """``resources.trials_per_worker`` > 1 packs LoRA trials on one frozen base in one process (``grpo.pack``): only
+    keys a trial owns may vary inside a pack; what makes the base, or needs a worker of its own, is refused by name."""
+    r, k = cfg.resources, f"{source}: key 'resources.trials_per_worker' = {cfg.resources.trials_per_worker}"
+    problems = clash_problems(cfg, lambda trainer: pack_clashes(trainer, r.workers_per_trial, r.gpus_per_trial > 0), source)
+    if isinstance(cfg.scheduler, PbtConfig):
+        problems.append(f"{k} with scheduler.type 'pbt': PBT's exploit restarts trials from each other's checkpoints, unverified in a pack; "
+                        "use asha, median or fifo, or trials_per_worker: 1")
+    mutated = cfg.scheduler.mutations if isinstance(cfg.scheduler, PbtConfig) else {}
+    for where, keys in (("space", cfg.space), ("scheduler.mutations", mutated)):
+        for key in keys:
+            if pack_wide(key):
+                problems.append(f"{source}: key '{where}.{key}' changes the base the packed trials share (resources.trials_per_worker = "
+                                f"{r.trials_per_worker}); sweep it with trials_per_worker: 1, or fix it under trainer")
+    return problems

@@ -1,0 +1,106 @@
+"""The sweep's bases and base evals, made before any trial starts and read by each trial.
+
+The driver finds or builds every base the sweep needs (``sweep.spec.bases.base_variants``) and evaluates each once,
+storing it under ``{storage}/{name}/base_evals/{key}/``; each trial starts its curve from it instead of evaluating
+the base itself, and a resumed sweep finds them there. A base eval with too many environment errors stops the sweep
+before it starts. Imports no torch: builds and evals run in child processes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from configkit.base import ConfigError
+from grpo.config import TrainerConfig
+from sweep.spec.bases import base_variants, eval_key
+from sweep.spec.config import SweepConfig
+from sweep.store.storage import Storage
+
+BASE_EVAL_FILE = "aggregated_results.jsonl"
+
+
+def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
+    """Every base the sweep needs, found or built (a shipped one needs neither), then, with eval on and a
+    store, each base's eval made once and stored for the trials. Child processes with every core: the
+    driver imports no torch, and a driver killed meanwhile takes them along."""
+    from grpo.data import trial_tasks
+    from grpo.warmstart import shipped_base
+
+    variants = base_variants(cfg)
+    built: set[str] = set()
+    for i, trainer in enumerate(variants, start=1):
+        which = f" ({i} of {len(variants)})" if len(variants) > 1 else ""
+        if trainer.model.name_or_path:
+            continue
+        shipped = shipped_base(trainer.model, trial_tasks(trainer)[0])
+        if shipped is not None:
+            if str(shipped) not in built:
+                print(f"base policy{which}: {shipped} (ships with grpo-sweep; model.shipped_base: false builds it here)", flush=True)
+            built.add(str(shipped))
+            continue
+        print(f"preparing the base policy{which} (built once, then cached)...", flush=True)
+        subprocess.run([sys.executable, "-m", "grpo.warmstart", trainer.model_dump_json()], check=True)
+    if store is not None and cfg.trainer.eval.interval:
+        for i, trainer in enumerate(variants, start=1):
+            evaluate_base(cfg, store, trainer, f" ({i} of {len(variants)})" if len(variants) > 1 else "")
+
+
+def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, which: str = "") -> None:
+    """The base policy's held-out eval, once per sweep and base (kept from an earlier start of this sweep);
+    refused when too many of its episodes failed in the environment."""
+    key = eval_key(trainer)
+    if store.exists(cfg.name, "base_evals", key, BASE_EVAL_FILE):
+        print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key)} (made before: kept)", flush=True)
+    else:
+        _make_base_eval(cfg, store, trainer, which)
+    refuse_biased_base_eval(store, cfg.name, trainer)
+
+
+def _make_base_eval(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, which: str) -> None:
+    from grpo.data import trial_tasks
+
+    key = eval_key(trainer)
+    episodes = len(trial_tasks(trainer)[1]) * trainer.eval.n_samples
+    print(f"evaluating the base policy{which} once for every trial ({episodes} held-out episodes)...", flush=True)
+    config = trainer.model_copy(update={"torch_threads": None}).model_dump_json()
+    if store.is_local:
+        subprocess.run([sys.executable, "-m", "grpo.evaluation", config, store.path(cfg.name, "base_evals", key)], check=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="grpo-base-eval-") as local:
+        subprocess.run([sys.executable, "-m", "grpo.evaluation", config, local], check=True)
+        store.upload(local, cfg.name, "base_evals", key)
+
+
+def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> None:
+    """Every trial's gain is measured from the base eval, and the episodes that failed in the environment are
+    left out of it: the long, multi-call ones fail that way most, so a base eval with many of them reads
+    low and flatters every trial. Above ``eval.max_base_env_errors`` the sweep does not start, and the base
+    eval is deleted so the next start makes a new one."""
+    line = shared_base_eval(store, experiment, trainer)
+    share, limit = float((line or {}).get("eval/env_error_frac", 0.0)), trainer.eval.max_base_env_errors
+    if share <= limit:
+        return
+    key = eval_key(trainer)
+    where = store.display(experiment, "base_evals", key)
+    store.delete_dir(experiment, "base_evals", key)
+    raise ConfigError(
+        f"{where}: {share:.1%} of the base eval's held-out episodes failed in the environment, above "
+        f"eval.max_base_env_errors={limit:g}: the base pass@1 every trial's gain is measured from would lean low. "
+        "Find the cause (the base eval's log above names the first error; a loaded machine times out local servers), "
+        "then start again: the base eval is made anew (it was deleted). Raise eval.max_base_env_errors only for "
+        "environments that fail this often by nature"
+    )
+
+
+def shared_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> dict[str, Any] | None:
+    """The sweep's eval of this trial's base, if the driver made one (a trial whose base eval depends on a
+    continuously swept key, or a sweep started by an older version, has none and evaluates the base itself)."""
+    parts = (experiment, "base_evals", eval_key(trainer), BASE_EVAL_FILE)
+    if not experiment or not store.exists(*parts):
+        return None
+    lines = [line for line in store.read_text(*parts).splitlines() if line.strip()]
+    return {**json.loads(lines[0]), "base_eval": eval_key(trainer)} if lines else None

@@ -1,0 +1,65 @@
+"""A sweep saved before ``sweep/`` moved into rooms still resumes and reports (``sweep.moved``).
+
+``data/old_layout_sweep.tar.gz`` is a sweep written by the flat layout (the code of 0ad01ef, with
+``data/make_old_layout_sweep.py``): ``tests/sweep/test_resume.py``'s two trials, its driver killed once one trial
+had finished and the other had a checkpoint. What Tune pickled names the classes by their old modules
+(``sweep.checkpoints.MarkPersisted``, ``sweep.live_page.LiveFeed``, ``sweep.space.OptunaSpace``, ...), and its saved
+config has the client limits at their old place (``env.max_concurrent``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sweep.store.results import trial_history
+from sweep.store.storage import open_storage
+from tests.sweep.test_resume import ROOT, STEPS, resume, trial_dirs
+
+FIXTURE = Path(__file__).parent / "data" / "old_layout_sweep.tar.gz"
+OLD_NAMES = (b"sweep.checkpoints", b"sweep.live_page", b"sweep.space")
+
+
+def unpack(target: Path) -> Path:
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(target, filter="data")
+    return target / "resume"
+
+
+def test_what_tune_pickled_under_the_old_names_loads_into_the_new_rooms(tmp_path):
+    experiment = unpack(tmp_path)
+    tuner = (experiment / "tuner.pkl").read_bytes()
+    assert all(name in tuner for name in OLD_NAMES[:2])  # the fixture really is the old layout
+    state = pickle.loads(tuner)
+    callbacks = {type(c).__module__ for c in state["_run_config"].callbacks}
+    assert {"sweep.trials.checkpoints", "sweep.watch.live_page"} <= callbacks, callbacks
+    (searcher,) = experiment.glob("searcher-state-*.pkl")
+    assert OLD_NAMES[2] in searcher.read_bytes()
+    space = pickle.loads(searcher.read_bytes())["_space"]
+    assert type(space).__module__ == "sweep.spec.space"
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_sweep_saved_by_the_old_layout_resumes_and_reports(tmp_path, private_cache, tiny_base):
+    experiment = unpack(tmp_path / "results")
+    store = open_storage(str(tmp_path / "results"))
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)}
+    (tmp_path / "second").mkdir()
+    code = resume(str(experiment), env, tmp_path / "second", tmp_path / "resume.log")
+    assert code == 0, (tmp_path / "resume.log").read_text()[-4000:]
+    rows = json.loads(store.read_text("resume", "leaderboard.json"))
+    assert [(r["status"], r["steps"]) for r in rows] == [("finished", STEPS)] * 2, rows
+    for trial in trial_dirs(store):
+        assert [r["step"] for r in trial_history(trial, store.fs)] == list(range(1, STEPS + 1))
+    report = subprocess.run([sys.executable, "-m", "sweep", "report", str(experiment), "--out", str(tmp_path / "report")],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "report" / "index.html").is_file()
