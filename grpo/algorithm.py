@@ -2,7 +2,9 @@
 
 Shapes: ``G`` prompt groups of ``n`` samples; ``B`` sequences; ``T`` target positions.
 Variants are registries with one signature per family (policy losses, KL estimators, loss aggregations); an unknown
-name raises with the list of valid names.
+name raises with the list of valid names. One module on purpose, past 300 lines: the whole objective reads in one
+place, as verl's ``core_algos.py`` does, and half of it is the shapes and formulas in docstrings; what the rest of
+the code reads about a policy loss (its epsilon keys, whether its clip measures the update) is ``grpo.losses``.
 """
 
 from __future__ import annotations

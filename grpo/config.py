@@ -1,7 +1,9 @@
 """TrainerConfig: every key of one GRPO trial, typed, bounded and documented once.
 
 Imports no torch, so the sweep driver validates trial configs instantly. Any field here can be swept by
-its dotted path (``optim.lr``, ``algorithm.kl_coef``, ``rollout.n_samples_per_prompt``).
+its dotted path (``optim.lr``, ``algorithm.kl_coef``, ``rollout.n_samples_per_prompt``). One module on purpose,
+past 300 lines: it is the schema a reader looks keys up in, and most of its lines are the fields' descriptions.
+Rules that combine sections are ``grpo.combinations``'; the backends' own keys are ``toolenvs.backend``'s members.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from configkit.base import StrictModel
+from grpo.losses import PolicyLossName
 from toolenvs.backend import BackendConfig, LocalBackendConfig
 
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
@@ -148,7 +151,7 @@ class AlgorithmConfig(StrictModel):
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
         "token-mean", description="How per-token losses become one number."
     )
-    policy_loss: Literal["ppo_clip", "gspo", "cispo"] = Field(
+    policy_loss: PolicyLossName = Field(
         "ppo_clip",
         description="The policy-gradient surrogate. ppo_clip: the token-level PPO clip (clip_eps_low/high). "
         "gspo: the PPO clip on a sequence-level ratio, exp(mean token log-ratio), with gspo_eps_low/high; every token of a "

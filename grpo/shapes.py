@@ -5,7 +5,9 @@ directory and load it like any pretrained model (``model.name_or_path``; vLLM's 
 The tokenizer is the word-level one of ``grpo.tiny`` over the hotel tasks' conversations, padded with
 filler words to the shape's full vocabulary (151,936), so every id a random model samples decodes, and
 the embedding and output head have their real size (they dominate a 0.5B model's memory and FLOPs).
-Leaves out: trained weights (a random policy solves nothing: GPU runs check mechanics and speed).
+Leaves out: trained weights (a random policy solves nothing: GPU runs check mechanics and speed). In ``grpo`` rather
+than ``bench/``: besides the GPU benches and tests, README tells users to write one (below) to try the GPU path
+where no hub is reachable.
 
     python -m grpo.shapes qwen2.5-0.5b DIR
 """

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from grpo.batching import training_batch
 from grpo.build import Models, build_models, open_environments, release_cached_memory
 from grpo.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from grpo.combinations import refuse, worker_clashes
@@ -39,7 +40,6 @@ from grpo.process import resident_gib
 from grpo.reporting import Reporter
 from grpo.rollout import check_logprob_gap
 from grpo.schedule import lr_multiplier
-from grpo.train_batch import training_batch
 from grpo.update import UpdateSettings, policy_update
 from toolenvs.seam import EnvBackend
 from toolenvs.task import Task

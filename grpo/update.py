@@ -29,18 +29,13 @@ from grpo.algorithm import (
 from grpo.batching import TrainBatch
 from grpo.config import TrainerConfig
 from grpo.distributed import ONE_PROCESS, Ranks, device, sum_across
+from grpo.losses import POLICY_LOSS_SPECS
 from grpo.policy import token_logprobs
-
-POLICY_LOSS_EPS = {  # the algorithm keys each policy loss reads as its (eps_low, eps_high)
-    "ppo_clip": ("clip_eps_low", "clip_eps_high"),
-    "gspo": ("gspo_eps_low", "gspo_eps_high"),
-    "cispo": ("cispo_eps_low", "cispo_eps_high"),
-}
 
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    clip_low: float | None  # the chosen policy loss's epsilons (POLICY_LOSS_EPS); None: no lower bound (CISPO)
+    clip_low: float | None  # the chosen policy loss's epsilons (grpo.losses); None: no lower bound (CISPO)
     clip_high: float
     kl_coef: float
     mini_batches: int
@@ -61,7 +56,7 @@ class UpdateSettings:
         """The update a trial's config asks for: its ``algorithm`` section, with the clip norm (``optim``),
         the sampling temperature and sequence length (``rollout``) and the micro-batch (``model``)."""
         a = cfg.algorithm
-        eps_low, eps_high = POLICY_LOSS_EPS[a.policy_loss]
+        eps_low, eps_high = POLICY_LOSS_SPECS[a.policy_loss].eps_keys
         return cls(
             clip_low=getattr(a, eps_low), clip_high=getattr(a, eps_high), policy_loss=a.policy_loss, tis_cap=a.tis_cap,
             tis_seq_mask_cap=a.tis_seq_mask_cap, kl_coef=a.kl_coef, mini_batches=a.mini_batches,

@@ -6,9 +6,8 @@ agent sees; ``session.score()`` reads the final state and runs the task's verifi
 one request reads the final state and frees it on the server (no tool calls after it).
 
 Failures of the environment itself raise ``EnvError`` (``VerifierError`` for untrusted verifier code),
-whatever shape the SDK gives them: ``CancelledError`` from its task group when the server dies (a
-BaseException), ``ExceptionGroup[ConnectError]`` on leaving the session, ``MCPError`` on a timeout. A tool
-that reports an error is a normal result with ``is_error=True``. Opening an episode is retried with
+whatever shape the SDK gives them (``toolenvs.faults`` tells them apart). The episode's own side, its calls and
+its score, is ``toolenvs.session.EpisodeSession``. Opening an episode is retried with
 exponential backoff and full jitter on connection errors, 5xx/429 and an empty tool list (seen in
 production under load); a 4xx is not retried, and neither are tool calls (they are not idempotent, and
 a dead server took the episode's state with it).
@@ -29,18 +28,18 @@ import asyncio
 import functools
 import random
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from toolenvs import mcpcompat
 from toolenvs.errors import EnvError, VerifierError
+from toolenvs.faults import describe, first_env_error, is_env_failure, is_sdk_cancellation, is_transient
 from toolenvs.local.server import EPISODE_HEADER
-from toolenvs.outcomes import Failure
-from toolenvs.rpc import RpcError, ToolCaller, failure_kind, result_text
+from toolenvs.rpc import ToolCaller
+from toolenvs.session import EpisodeSession, ServerInfo, ServerState, ToolResult, ToolSpec
 from toolenvs.task import Task
-from toolenvs.verify import score_async
 
 # Episodes sharing one HTTP client. Sharing saves a client and a connection per episode, but httpcore scans
 # every connection of a pool whenever a request starts or ends (polling each idle socket): with 64 episodes on
@@ -60,28 +59,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    text: str
-    is_error: bool
-    failure: str | None = None  # an error's kind (toolenvs.outcomes.Failure), as the environment named it
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What a server says about itself once: the protocol version it speaks and its tools."""
-
-    protocol_version: str
-    tools: tuple[ToolSpec, ...]
-
-
 @dataclass
 class ClientStats:
     """What a client went through (for metrics and tests)."""
@@ -91,96 +68,6 @@ class ClientStats:
     open_retries: int = 0
     env_errors: int = 0
     tool_calls: int = 0
-
-
-class _ServerState:
-    """An episode's state on the server: read, read and freed in one request (``take``), or freed on close."""
-
-    def __init__(self, http: Any, episode_id: str):
-        self.http = http
-        self.path = f"/episodes/{episode_id}"
-        self.final: dict[str, Any] | None = None  # once taken: the server holds nothing for us any more
-
-    async def read(self) -> dict[str, Any]:
-        return self.final if self.final is not None else self._state(await self.http.get(self.path))
-
-    async def take(self) -> dict[str, Any]:
-        if self.final is None:
-            self.final = self._state(await self.http.delete(self.path))  # DELETE answers with what it freed
-        return self.final
-
-    async def free_quietly(self) -> None:
-        """Free it unless taken; failing here costs nothing (a dead server freed it)."""
-        if self.final is not None:
-            return
-        try:
-            await self.http.delete(self.path)
-        except Exception:
-            pass
-
-    def _state(self, response: Any) -> dict[str, Any]:
-        if response.status_code != 200:
-            raise EnvError(f"final state of {self.path.removeprefix('/episodes/')}: HTTP {response.status_code}")
-        return response.json()
-
-
-class EpisodeSession:
-    """One episode on the server: its seeded start state, its tools, and how its tool calls travel (one POST
-    each, or the SDK session ``mcp`` on stateful protocols)."""
-
-    def __init__(
-        self,
-        client: EnvClient,
-        mcp: Any,
-        state: _ServerState,
-        episode_id: str,
-        task: Task,
-        start: dict[str, Any],
-        tools: list[ToolSpec],
-        caller: ToolCaller | None = None,
-    ):
-        self._client = client
-        self._mcp = mcp
-        self._caller = caller  # the one-POST fast path on stateless protocols; None: the SDK's call_tool
-        self._state = state
-        self._tool_names = {t.name for t in tools}
-        self.episode_id = episode_id
-        self.task = task
-        self.start_state = start
-        self.tools = tools
-
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call a tool; an unknown tool name is the agent's error, a transport failure is an EnvError."""
-        if self._state.final is not None:
-            raise RuntimeError(f"episode {self.episode_id} was scored: its state is freed, no more tool calls")
-        if name not in self._tool_names:
-            return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)
-        self._client.stats.tool_calls += 1
-        try:
-            async with self._client.limit:
-                if self._caller is not None:
-                    return ToolResult(*result_text(await self._caller.call(name, arguments, self._client.call_timeout_s)))
-                text, failed, meta = await mcpcompat.call_tool(self._mcp, name, arguments, self._client.call_timeout_s)
-        except asyncio.CancelledError as exc:
-            if not is_sdk_cancellation(exc):
-                raise  # our own task is being cancelled: let it be
-            raise EnvError(f"tool call {name}: the session's connection failed (server gone?)") from exc
-        except Exception as exc:  # transport and timeout errors of every shape the SDK raises
-            if type(exc).__name__.endswith("Timeout") or (isinstance(exc, mcpcompat.MCPError) and "timed out" in str(exc).lower()):
-                # httpx's ReadTimeout, ConnectTimeout, ...; the SDK's own read timeout is an MCPError that says so
-                raise EnvError(f"tool call {name} timed out after {self._client.call_timeout_s:g}s ({describe(exc)})") from exc
-            raise EnvError(f"tool call {name} failed: {describe(exc)}") from exc
-        return ToolResult(text, failed, failure_kind(meta, failed))
-
-    async def final_state(self) -> dict[str, Any]:
-        """The episode's state on the server now (after ``score``: the state it scored)."""
-        return await self._state.read()
-
-    async def score(self, conversation: Sequence[Mapping[str, Any]] | None = None) -> float:
-        """The verifier's reward for the final state, read and freed in one request; VerifierError (an EnvError)
-        when untrusted code fails. Ends the episode: later tool calls raise. Our verifiers read the state
-        only (``conversation`` is for a hosted judge, ``toolenvs.fleet``)."""
-        return await score_async(self.task, self.start_state, await self._state.take())
 
 
 class EnvClient:
@@ -252,7 +139,7 @@ class EnvClient:
         if isinstance(cause, EnvError):
             return cause
         if isinstance(raised, BaseExceptionGroup):  # the SDK's task group wraps what the episode raised
-            inner = _first_env_error(raised)
+            inner = first_env_error(raised)
             if inner is not None and is_env_failure(raised):
                 return inner
         for candidate in (cause, raised):
@@ -303,7 +190,7 @@ class EnvClient:
             seeded = await http.post("/episodes", json=body)
         seeded.raise_for_status()
         start = seeded.json()["state"]  # freshly parsed: no one else holds it
-        state = _ServerState(http, episode_id)
+        state = ServerState(http, episode_id)
         stack.push_async_callback(state.free_quietly)  # from here on the server holds state for us
         if self.fast_calls:
             server = await self._server_info(http)
@@ -373,63 +260,9 @@ def _http_client(timeout_s: float, **kwargs: Any) -> Any:
     return http.AsyncClient(timeout=http.Timeout(timeout_s), verify=_ssl_context(), **kwargs)
 
 
-def is_sdk_cancellation(exc: BaseException) -> bool:
-    """A CancelledError the SDK's anyio task group raised into our task because its connection failed.
-
-    anyio marks its cancellations with this message and tells them apart the same way
-    (``anyio._backends._asyncio.is_anyio_cancellation``); a cancellation of our own task has no such message.
-    """
-    while isinstance(exc, asyncio.CancelledError):
-        if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith("Cancelled via cancel scope "):
-            return True
-        exc = exc.__context__  # type: ignore[assignment]
-    return False
-
-
-def _first_env_error(exc: BaseException) -> EnvError | None:
-    """The first EnvError inside a group (keeps a VerifierError's outcome when the SDK wrapped it)."""
-    if isinstance(exc, EnvError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _first_env_error(inner)
-            if found is not None:
-                return found
-    return None
-
-
-def is_env_failure(exc: BaseException) -> bool:
-    """Transport errors, timeouts and protocol errors, alone or grouped (as the SDK's task groups raise them)."""
-    import anyio
-
-    http = mcpcompat.http
-    if isinstance(exc, BaseExceptionGroup):
-        return all(is_env_failure(e) or isinstance(e, asyncio.CancelledError) for e in exc.exceptions)
-    # a stream the SDK closed under a call that timed out (stateful protocols) is the connection's failure too
-    closed = (anyio.BrokenResourceError, anyio.ClosedResourceError)
-    return isinstance(exc, (EnvError, RpcError, http.TransportError, http.HTTPStatusError, mcpcompat.MCPError, OSError, TimeoutError, *closed))
-
-
 def is_stateless(protocol_version: str) -> bool:
     """A protocol version on which each request stands alone (no session id), so a tool call is one POST."""
     return mcpcompat.is_stateless(protocol_version)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: anything but an HTTP 4xx other than 429 (a wrong URL or a rejected seed stays wrong)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(is_transient(e) for e in exc.exceptions)
-    if isinstance(exc, mcpcompat.http.HTTPStatusError):
-        status = exc.response.status_code
-        return status >= 500 or status == 429
-    return True
-
-
-def describe(exc: BaseException) -> str:
-    """The innermost messages of an exception (group), one line."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def _aclose_ignoring(stack: AsyncExitStack) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import fmean, median
 
+from grpo.losses import POLICY_LOSS_SPECS
 from sweep.verdict.score import EvalPoint, Score
 from sweep.verdict.thresholds import EPS, Thresholds
 
@@ -48,7 +49,7 @@ class TrialEvidence:
     entropy: list[float] = field(default_factory=list)
     tool_error_rate: list[float] = field(default_factory=list)
     optimizer_steps: int = 1  # optimizer steps per rollout batch (mini_batches x ppo_epochs)
-    policy_loss: str = "ppo_clip"  # algorithm.policy_loss: the clip fraction is PPO's token clip only under ppo_clip
+    policy_loss: str = "ppo_clip"  # algorithm.policy_loss (sweeps from before it was a choice: PPO's clip)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,10 @@ def _interval(s: Score) -> str:
 
 
 def _clip_speaks(t: TrialEvidence) -> bool:
-    """Whether the clip fraction says how far the update went: PPO's token clip, where clipping can happen
-    (more than one optimizer step per batch). GSPO clips whole sequences at a ratio band ~1,000 times
-    narrower, and CISPO's clipped tokens keep their gradient: there it measures something else."""
-    return bool(t.clip_frac) and t.optimizer_steps > 1 and t.policy_loss == "ppo_clip"
+    """Whether the clip fraction says how far the update went: under a loss whose clip measures it
+    (``grpo.losses``: PPO's token clip), where clipping can happen (more than one optimizer step per batch)."""
+    spec = POLICY_LOSS_SPECS.get(t.policy_loss)
+    return bool(t.clip_frac) and t.optimizer_steps > 1 and spec is not None and spec.clip_measures_update
 
 
 def _blowup(t: TrialEvidence, th: Thresholds) -> str:

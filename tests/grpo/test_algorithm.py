@@ -311,10 +311,12 @@ def test_the_config_literal_names_exactly_the_registered_policy_losses():
     from typing import get_args
 
     from grpo.config import AlgorithmConfig
-    from grpo.update import POLICY_LOSS_EPS
+    from grpo.losses import POLICY_LOSS_SPECS
 
     names = set(get_args(AlgorithmConfig.model_fields["policy_loss"].annotation))
-    assert names == set(POLICY_LOSSES) == set(POLICY_LOSS_EPS)
+    assert names == set(POLICY_LOSSES) == set(POLICY_LOSS_SPECS)
+    for spec in POLICY_LOSS_SPECS.values():  # each names epsilon keys the config has
+        assert all(key in AlgorithmConfig.model_fields for key in spec.eps_keys)
 
 
 CATEGORICAL_THETA = torch.tensor([0.5, -0.2, 0.1, -0.6, 0.3])  # the policy: softmax over five one-token answers

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from grpo.algorithm import signal_by_group
+from grpo.batching import training_batch
 from grpo.config import TrainerConfig
 from grpo.dynamic import dynamic_metrics, groups_with_signal, kept_groups, rank_share
 from grpo.episodes import Trajectory
 from grpo.policy import load_policy
-from grpo.train_batch import training_batch
 from grpo.update import UpdateSettings, policy_update
 from grpo.warmstart import reference_conversation, supervised_example
 
