@@ -72,7 +72,10 @@ def test_two_fsdp2_ranks_match_one_process(tiny_base, chat, tasks, tmp_path):
             for key in KEYS:
                 assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-6), (agg, key)
         for name, tensor in single_weights.items():
-            assert (weights[name] - tensor).norm() <= 1e-4 * tensor.norm(), (agg, name)
+            # float32 reductions in another order, amplified by Adam's division by sqrt(v) where gradients are tiny
+            # (biases, rare tokens' embedding rows): up to 1.2e-4 of a tensor's norm after these steps on a Xeon here
+            # (2026-11-27), where a sharding bug (a missing reduction, a wrong normaliser) moves weights by the LR, 1e-2
+            assert (weights[name] - tensor).norm() <= 1e-3 * tensor.norm(), (agg, name)
 
 
 @pytest.mark.slow
