@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 class StrictModel(BaseModel):
     """Base of every config: unknown keys are errors, defaults are validated too."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
 class ConfigError(ValueError):
@@ -125,21 +125,35 @@ def _unwrap(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def model_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class that owns the last key of ``loc``, or None if the path leaves the models."""
-    current: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        if current is None or not isinstance(part, str) or part not in current.model_fields:
-            return None
-        inner = _unwrap(current.model_fields[part].annotation)
-        current = inner[0] if inner else None
-    return current
+def _tagged(members: list[type[BaseModel]], tag: Any) -> type[BaseModel] | None:
+    """The member of a union tagged on ``type`` whose tag is ``tag`` (None: ``tag`` is no member's)."""
+    for member in members:
+        field = member.model_fields.get("type")
+        if field is not None and isinstance(tag, str) and tag in get_args(field.annotation):
+            return member
+    return None
 
 
-def allowed_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
-    """The keys allowed beside the last key of ``loc``."""
-    owner = model_at(model, loc)
-    return sorted(owner.model_fields) if owner else []
+def user_loc(model: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], type[BaseModel] | None]:
+    """``loc`` as the file's author wrote it, and the model that owns its last key (None if the path leaves the
+    models). Pydantic puts a tagged union's member in its locations (``env.backend.local.call_timeout_s``); the
+    file has no such key, so it is dropped (``env.backend.call_timeout_s``) and that member owns what follows."""
+    clean: list[str | int] = []
+    owner: type[BaseModel] | None = model
+    members: list[type[BaseModel]] = []  # the union the previous key holds, if it holds one
+    for i, part in enumerate(loc):
+        chosen = _tagged(members, part)
+        members = []
+        if chosen is not None and i < len(loc) - 1:
+            owner = chosen
+            continue
+        clean.append(part)
+        if i == len(loc) - 1:
+            break
+        field = owner.model_fields.get(part) if owner is not None and isinstance(part, str) else None
+        inner = _unwrap(field.annotation) if field is not None else []
+        members, owner = (inner, inner[0]) if len(inner) > 1 else ([], inner[0] if inner else None)
+    return tuple(clean), owner
 
 
 def dotted_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -158,17 +172,44 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
     """One line per error: ``source: key 'a.b' = value: what is wrong (allowed: ...)``."""
     lines = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
+        loc, owner = user_loc(model, tuple(err["loc"]))
         key = prefix + ".".join(str(p) for p in loc)
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            allowed = ", ".join(allowed_keys(model, loc))
+            allowed = ", ".join(sorted(owner.model_fields) if owner else [])
             lines.append(f"{source}: unknown key '{key}' (allowed here: {allowed})")
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
         else:
-            lines.append(f"{source}: key '{key}' = {value!r}: {err['msg']}")
+            lines.append(f"{source}: key '{key}' = {value!r}: {_type_words(err['type'], value) or err['msg']}")
     return "\n".join(lines)
+
+
+def _yaml_type(value: Any) -> str:
+    """What a value is, in YAML's words (``true`` is a boolean there, not a number)."""
+    kinds = {bool: "true/false", int: "a whole number", float: "a number with a decimal point", str: "text", list: "a list",
+             dict: "a mapping", type(None): "empty (null)"}
+    return next((word for kind, word in kinds.items() if type(value) is kind), type(value).__name__)
+
+
+def _type_words(kind: str, value: Any) -> str | None:
+    """A strict type error in the words of the file's author: what was written and what is allowed (configs are
+    strict: no ``true`` for a number, no ``4.0`` for a whole number, no number for ``true/false``)."""
+    if kind in ("model_type", "dict_type"):
+        return f"must be a mapping of keys (a section), not {_yaml_type(value)}"
+    if kind == "int_type" and isinstance(value, float) and value.is_integer():
+        return f"must be a whole number: write {int(value)}, without the decimal point"
+    if kind in ("int_type", "int_from_float"):
+        return f"must be a whole number, not {_yaml_type(value)}"
+    if kind == "float_type":
+        return f"must be a number, not {_yaml_type(value)}" + (" (write it without quotes)" if isinstance(value, str) else "")
+    if kind == "bool_type":
+        return f"must be true or false, not {_yaml_type(value)}"
+    if kind == "string_type":
+        return f"must be text, not {_yaml_type(value)}"
+    if kind == "list_type":
+        return f"must be a list, not {_yaml_type(value)}"
+    return None
 
 
 def validate(model: type[BaseModel], data: dict[str, Any], source: str, prefix: str = "") -> Any:

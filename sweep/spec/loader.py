@@ -117,8 +117,9 @@ def with_sets(data: dict[str, Any], sets: Mapping[str, Any], source: str, pin_sw
         if key in space and not pin_swept:
             problems.append(f"{source}: --set {key}: the space sweeps this key (space.{key}); remove it from the space to pin it, or drop the --set")
     data = apply_overrides(data, sweep_level)
-    trainer = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
-    data["trainer"] = apply_overrides(trainer, _trainer_sets(trainer_level))
+    if "trainer" not in data or isinstance(data["trainer"], dict):
+        data["trainer"] = apply_overrides(data.get("trainer") or {}, _trainer_sets(trainer_level))
+    # else a section of the wrong type: left as written, for the schema to name (never replaced by defaults)
     return data, problems
 
 

@@ -55,3 +55,51 @@ def test_exponent_floats_are_numbers():
     data = parse_yaml("lr: {grid: [1e-3, 3E-4, 5e2, 1.0e-3, 2]}\nquoted: '1e-3'\nname: 1e3x\n", "space.yaml")
     assert data == {"lr": {"grid": [0.001, 0.0003, 500.0, 0.001, 2]}, "quoted": "1e-3", "name": "1e3x"}
     assert all(type(v) is float for v in data["lr"]["grid"][:4])
+
+
+def test_strict_types_are_named_in_the_authors_words():
+    """Configs coerce nothing: true is no number, 4.0 no whole number, 1 no true/false, a list no section."""
+    from pydantic import ValidationError
+
+    from configkit.base import StrictModel, describe_errors
+
+    class Inner(StrictModel):
+        lr: float = 0.1
+        steps: int = 1
+        on: bool = False
+        name: str = "a"
+
+    class Outer(StrictModel):
+        inner: Inner = Inner()
+
+    assert Outer.model_validate({"inner": {"lr": 3, "steps": 2}}).inner.lr == 3.0  # a whole number is a number
+    cases = {
+        "inner.lr": (True, "key 'inner.lr' = True: must be a number, not true/false"),
+        "inner.steps": (4.0, "key 'inner.steps' = 4.0: must be a whole number: write 4, without the decimal point"),
+        "inner.on": (1, "key 'inner.on' = 1: must be true or false, not a whole number"),
+        "inner.name": (5, "key 'inner.name' = 5: must be text, not a whole number"),
+    }
+    for key, (value, said) in cases.items():
+        with pytest.raises(ValidationError) as caught:
+            Outer.model_validate({"inner": {key.split(".")[1]: value}})
+        assert describe_errors(caught.value, Outer, "f.yaml") == f"f.yaml: {said}"
+    with pytest.raises(ValidationError) as caught:
+        Outer.model_validate({"inner": [1]})
+    assert describe_errors(caught.value, Outer, "f.yaml") == "f.yaml: key 'inner' = [1]: must be a mapping of keys (a section), not a list"
+
+
+def test_a_tagged_unions_member_is_not_a_key_in_the_file():
+    """Pydantic names the member in its locations (``env.backend.fleet.colour``): the error names the file's key
+    and the chosen member's keys as the allowed ones."""
+    from pydantic import ValidationError
+
+    from configkit.base import describe_errors, user_loc
+    from grpo.config import TrainerConfig
+    from toolenvs.backend import FleetBackendConfig
+
+    assert user_loc(TrainerConfig, ("env", "backend", "fleet", "ttl_s")) == (("env", "backend", "ttl_s"), FleetBackendConfig)
+    assert user_loc(TrainerConfig, ("optim", "lr"))[0] == ("optim", "lr")
+    with pytest.raises(ValidationError) as caught:
+        TrainerConfig.model_validate({"env": {"backend": {"type": "fleet", "colour": 1}}})
+    said = describe_errors(caught.value, TrainerConfig, "f")
+    assert said.startswith("f: unknown key 'env.backend.colour' (allowed here: max_instances,") and "call_timeout_s" not in said

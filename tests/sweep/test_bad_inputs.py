@@ -15,6 +15,7 @@ import json
 import os
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,23 @@ SPACE_FILES = {
                                 "tasks.jsonl:4: key 'task_key' = 'hotel-book_id-00' appears twice (first at"]),
     "eval file bad": ({"space.yaml": with_trainer("eval: {interval: 1, tasks_path: [held.jsonl]}"), "held.jsonl": "[1,"},
                       ["key 'eval.tasks_path'", "held.jsonl: not valid JSON"]),
+    # configs are strict about types: nothing is coerced, a section of the wrong type is never replaced by defaults
+    "trainer section a list": ({"space.yaml": BASE.replace("trainer: {total_steps: 2}", "trainer: [total_steps, 2]")},
+                               ["key 'trainer' = ['total_steps', 2]: must be a mapping of keys (a section), not a list"]),
+    "trainer section empty": ({"space.yaml": BASE.replace("trainer: {total_steps: 2}", "trainer:")},
+                              ["key 'trainer' = None: must be a mapping of keys (a section), not empty (null)"]),
+    "search section a word": ({"space.yaml": BASE.replace("search: {searcher: random, num_samples: 1}", "search: random")},
+                              ["key 'search' = 'random': must be a mapping of keys (a section), not text"]),
+    "true for a number": ({"space.yaml": with_trainer("optim: {lr: true}")}, ["key 'trainer.optim.lr' = True: must be a number, not true/false"]),
+    "true for a resource": ({"space.yaml": BASE + "resources: {cpus_per_trial: true}\n"},
+                           ["key 'resources.cpus_per_trial' = True: must be a number, not true/false"]),
+    "a float for a whole number": ({"space.yaml": BASE.replace("total_steps: 2", "total_steps: 2.0")},
+                                   ["key 'trainer.total_steps' = 2.0: must be a whole number: write 2, without the decimal point"]),
+    "a number for true/false": ({"space.yaml": with_trainer("model: {shipped_base: 1}")},
+                                ["key 'trainer.model.shipped_base' = 1: must be true or false, not a whole number"]),
+    "quoted number": ({"space.yaml": with_trainer("optim: {lr: '1e-3'}")}, ["key 'trainer.optim.lr' = '1e-3': must be a number, not text (write it without quotes)"]),
+    "true among the choices": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{choice: [1.0e-3, true]}")},
+                               ["key 'space.optim.lr' can give True, which the trainer refuses", "must be a number, not true/false"]),
 }
 
 # Storage values, each tried in the space file (`validate`) and as `run --storage`.
@@ -167,6 +185,10 @@ COMMAND_LINE = {
     "train unknown env key": (["train", "{tmp}/trainer.yaml"], ["trainer.yaml: key 'env.env_keys' = ['nope']: no tasks of env.tasks_path", "have env_key 'nope'"]),
     "train repeated key": (["train", "{tmp}/dup.yaml"], ["dup.yaml: key 'optim.lr' appears twice (lines 2 and 3)"]),
     "train task of an unknown env": (["train", "{tmp}/fleet.yaml"], ["key 'env.backend' = {type: local}: env_key(s) booking are not local apps"]),
+    "train a float for a whole number": (["train", "{tmp}/typed.yaml"], ["typed.yaml: key 'total_steps' = 2.0: must be a whole number"]),
+    "set a float for a whole number": (["validate", SPACE, "--set", "total_steps=3.0"], ["key 'trainer.total_steps' = 3.0: must be a whole number"]),
+    "set true for a number": (["run", SPACE, "--set", "resources.cpus_per_trial=true"], ["key 'resources.cpus_per_trial' = True: must be a number"]),
+    "set a number for true/false": (["validate", SPACE, "--set", "logging.progress=0"], ["key 'logging.progress' = 0: must be true or false"]),
 }
 COMMAND_LINE_FILES = {
     "space.yaml": BASE, "afile": "",
@@ -174,6 +196,7 @@ COMMAND_LINE_FILES = {
     "dup.yaml": "optim:\n  lr: 0.1\n  lr: 0.2\n",
     "fleet.yaml": "total_steps: 2\nenv: {tasks_path: booking.jsonl}\n",
     "booking.jsonl": task_line(env_key="booking"),
+    "typed.yaml": "total_steps: 2.0\n",
 }
 
 
@@ -327,20 +350,28 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str, str]:
     return yaml.safe_dump(data, sort_keys=False), f"{op} {'.'.join(map(str, path))}", ""
 
 
-def test_mutated_shipped_spaces_validate_or_are_named(tmp_path, monkeypatch, capsys, started):
-    """60 seeded mutants of the shipped space files (a key dropped, retyped, misspelt or given twice): each
-    validates cleanly or is refused with a named error, exit 2 and no traceback, and `run` refuses it too."""
-    monkeypatch.chdir(tmp_path)
-    rng = random.Random(60)
-    outcomes = {0: 0, 2: 0}
-    for i in range(MUTANTS):
+def mutants(tmp_path: Path, seed: int, count: int, make) -> Iterator[tuple[Path, str, str]]:
+    """``count`` seeded mutants of the shipped space files, each written under ``tmp_path``: (its path, what
+    was done, the text an error about it must hold)."""
+    rng = random.Random(seed)
+    for i in range(count):
         shipped = rng.choice(SHIPPED_SPACES)
         text = shipped.read_text().replace("storage: sweep_results", f"storage: {tmp_path / 'results'}")
-        mutant, what, must_name = mutate(text, rng)
+        mutant, what, must_name = make(text, rng)
         path = tmp_path / f"mutant{i}_{shipped.name}"
         path.write_text(mutant)
+        yield path, f"{shipped.name}: {what}", must_name
+
+
+def test_mutated_shipped_spaces_validate_or_are_named(tmp_path, monkeypatch, capsys, started):
+    """60 seeded mutants of the shipped space files (a key dropped, retyped, misspelt or given twice): each
+    validates cleanly or is refused with a named error, exit 2 and no traceback, and `run` refuses it too; a
+    duplicate or misspelt key is always refused. (Type changes alone: the next test, where all are refused.)"""
+    monkeypatch.chdir(tmp_path)
+    outcomes = {0: 0, 2: 0}
+    for path, what, must_name in mutants(tmp_path, 60, MUTANTS, mutate):
         code, out, err = run_main(["validate", str(path)], capsys)
-        context = f"{shipped.name}: {what}\n{out}{err}"
+        context = f"{what}\n{out}{err}"
         assert code in (0, 2) and "Traceback" not in out + err, context
         assert code == 0 or (err.startswith(f"error: {path}") and must_name in err), context
         assert code == 2 or not must_name, context  # a duplicate or a misspelt key never passes
@@ -349,6 +380,95 @@ def test_mutated_shipped_spaces_validate_or_are_named(tmp_path, monkeypatch, cap
             code, out, err = run_main(["run", str(path)], capsys)
             assert_refused(code, out, err, (str(path), must_name), tmp_path, started)
     assert outcomes[0] and outcomes[2] > MUTANTS / 2, outcomes  # both outcomes happen; most mutants are refused
+
+
+TYPE_MUTANTS = 40
+DISTRIBUTION_WORDS = {"uniform", "loguniform", "quniform", "randint", "choice", "grid"}
+
+
+def wrong_type(value: object) -> object:
+    """A value of another type that lax parsing used to accept or silently replace: true for a number, a number
+    for true/false or for text, a whole number written 4.0, a list for a section."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return float(value) if value >= 0 else True
+    if isinstance(value, float):
+        return True
+    if isinstance(value, str):
+        return 7
+    return [1]  # a mapping or a list
+
+
+def named_key(path: tuple) -> str:
+    """The dotted key an error about ``path`` names: up to the first list item or distribution word."""
+    parts = []
+    for part in path:
+        if isinstance(part, int) or part in DISTRIBUTION_WORDS:
+            break
+        parts.append(str(part))
+    if parts[-1] == "type" and len(parts) > 1:  # a union's tag: the error names the section it chooses (its value quoted)
+        parts.pop()
+    return ".".join(parts)
+
+
+def retype(text: str, rng: random.Random) -> tuple[str, str, str]:
+    """(mutated text, what was done, the key an error must name): one value or section given the wrong type."""
+    data = yaml.safe_load(text)
+    candidates = [p for p in _keys(data) if "when" not in p and p[-1] not in DISTRIBUTION_WORDS]
+    path = rng.choice(candidates)
+    parent = data
+    for part in path[:-1]:
+        parent = parent[part]
+    old = parent[path[-1]]
+    if isinstance(old, int) and not isinstance(old, bool) and isinstance(parent, dict) and named_key(path).split(".")[-1] not in INTEGER_KEYS:
+        old = 1.5  # 4 -> 4.0 is wrong for a whole number only: elsewhere give a number true instead
+    parent[path[-1]] = wrong_type(old)
+    return yaml.safe_dump(data, sort_keys=False), f"{'.'.join(map(str, path))}: {old!r} -> {parent[path[-1]]!r}", named_key(path)
+
+
+def _integer_keys() -> set[str]:
+    """Names of the config fields typed as whole numbers (where 4.0 must be refused)."""
+    from grpo.config import TrainerConfig
+    from sweep.spec.config import SweepConfig
+
+    found = set()
+
+    def walk(model) -> None:
+        for name, info in model.model_fields.items():
+            if info.annotation in (int, int | None):
+                found.add(name)
+            for inner in _models(info.annotation):
+                walk(inner)
+
+    def _models(annotation) -> list:
+        from typing import get_args
+
+        from pydantic import BaseModel
+
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in get_args(annotation) for m in _models(arg)]
+
+    walk(TrainerConfig)
+    walk(SweepConfig)
+    return found
+
+
+INTEGER_KEYS = _integer_keys()
+
+
+def test_type_changes_in_shipped_spaces_are_each_refused_by_name(tmp_path, monkeypatch, capsys, started):
+    """40 seeded mutants of the shipped space files, each giving one value or section the wrong type (true for
+    a number, a number for true/false or text, 4.0 for a whole number, a list for a section): every one is refused
+    by ``validate`` and ``run``, naming the file and the key, exit 2, nothing started."""
+    monkeypatch.chdir(tmp_path)
+    for path, what, key in mutants(tmp_path, 33, TYPE_MUTANTS, retype):
+        code, out, err = run_main(["validate", str(path)], capsys)
+        context = f"{what}\n{out}{err}"
+        assert code == 2 and err.startswith(f"error: {path}") and f"'{key}" in err and "Traceback" not in out + err, context
+        code, out, err = run_main(["run", str(path)], capsys)
+        assert_refused(code, out, err, (str(path), f"'{key}"), tmp_path, started)
 
 
 # --- a start refused or crashed after its folder was written

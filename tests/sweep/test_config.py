@@ -109,7 +109,7 @@ def test_total_steps_cannot_be_swept(tmp_path):
 
 def test_uniform_on_an_integer_key(tmp_path):
     _fails(tmp_path, GOOD.replace("rollout.n_samples_per_prompt: 4", "rollout.n_samples_per_prompt: {uniform: [2, 8]}"),
-           "space.rollout.n_samples_per_prompt", "valid integer")
+           "space.rollout.n_samples_per_prompt", "must be a whole number")
 
 
 def test_eval_metric_needs_eval_on(tmp_path):
