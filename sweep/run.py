@@ -73,8 +73,9 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     def restore():
         from ray import tune
 
-        from sweep.tuner import build_trainable
+        from sweep.tuner import HonestOptunaSearch, build_trainable
 
+        HonestOptunaSearch.restoring = (store.uri, name)  # its study is here now, wherever it was saved
         return tune.Tuner.restore(
             store.path(name),
             build_trainable(cfg),

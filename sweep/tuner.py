@@ -64,6 +64,9 @@ class HonestOptunaSearch(OptunaSearch):
     """
 
     REDRAWS = 3
+    # where a restored searcher's study lives now, (storage URI, sweep name): set by ``sweep.run.resume_sweep`` (the
+    # pickled searcher names the study file where the sweep was first run, and a local sweep may have moved since)
+    restoring: tuple[str, str] | None = None
 
     def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, points: list[dict] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -95,6 +98,20 @@ class HonestOptunaSearch(OptunaSearch):
         super().save(checkpoint_path)
         if self._study_copy:
             push_study(open_storage(self._study_copy[0]), self._study_copy[1])
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Tune's restore of the pickled searcher, then its study opened where the sweep is now (``restoring``):
+        the pickle holds the SQLite path of where the sweep was saved, which may be gone or another sweep's."""
+        super().restore(checkpoint_path)
+        if HonestOptunaSearch.restoring is not None:
+            self._reopen_study(*HonestOptunaSearch.restoring)
+
+    def _reopen_study(self, storage_uri: str, name: str) -> None:
+        path = optuna_db_path(open_storage(storage_uri), name)
+        self._storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+        self._ot_study = optuna.load_study(study_name=self._study_name, storage=self._storage, sampler=self._ot_study.sampler)
+        self._ot_trials = {trial_id: optuna.trial.Trial(self._ot_study, t._trial_id) for trial_id, t in self._ot_trials.items()}
+        self._study_copy = (storage_uri, name)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         steps = (result or {}).get("training_iteration", self._total_steps)

@@ -4,7 +4,8 @@
 ``data/make_old_layout_sweep.py``): ``tests/sweep/test_resume.py``'s two trials, its driver killed once one trial
 had finished and the other had a checkpoint. What Tune pickled names the classes by their old modules
 (``sweep.checkpoints.MarkPersisted``, ``sweep.live_page.LiveFeed``, ``sweep.space.OptunaSpace``, ...), and its saved
-config has the client limits at their old place (``env.max_concurrent``).
+config has the client limits at their old place (``env.max_concurrent``), and its searcher the study file's path
+where it was made (``/tmp/old-layout*/...``), not where the test unpacks it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def test_a_sweep_saved_by_the_old_layout_resumes_and_reports(tmp_path, private_c
     assert [(r["status"], r["steps"]) for r in rows] == [("finished", STEPS)] * 2, rows
     for trial in trial_dirs(store):
         assert [r["step"] for r in trial_history(trial, store.fs)] == list(range(1, STEPS + 1))
+    import optuna  # the study beside the sweep, where it is now, was the one resumed (not the path it was saved at)
+
+    study = optuna.load_study(study_name="resume", storage=f"sqlite:///{experiment / 'optuna.db'}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
     report = subprocess.run([sys.executable, "-m", "sweep", "report", str(experiment), "--out", str(tmp_path / "report")],
                             cwd=ROOT, env=env, capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
