@@ -28,24 +28,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "upstream"  # third-party code beside the repo, absent in a user's clone
-
-
-def _skip_allowed(report) -> bool:
-    """A GPU test's skip, or a contract test's where ../shared/upstream is truly absent (checked on disk:
-    where it is present, saying "../shared" in a skip's reason excuses nothing)."""
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-    return "needs a CUDA GPU" in reason or ("../shared" in reason and not UPSTREAM.is_dir())
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """In CI (``CI=true``) a skip is a failure unless it is a GPU test's (or ../shared is absent): a test
-    that cannot run there is a gap to close, not a pass."""
+    """In CI (``CI=true``) a skip is a failure unless it is a GPU test's (by its marker): a test that cannot run
+    there is a gap to close, not a pass. A Fleet contract test that finds no OpenEnv (``tests/support/fleet_stack``)
+    skips where a user runs it and fails in CI."""
     outcome = yield
     report = outcome.get_result()
-    allowed = "gpu" in item.keywords or _skip_allowed(report)
+    allowed = "gpu" in item.keywords
     if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail") and not allowed:
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where only GPU tests may skip: {report.longrepr}"
@@ -56,7 +46,7 @@ def pytest_make_collect_report(collector):
     """The same for a test module that skips as a whole."""
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("CI") == "true" and report.skipped and not _skip_allowed(report):
+    if os.environ.get("CI") == "true" and report.skipped:
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where only GPU tests may skip: {report.longrepr}"
 
