@@ -35,7 +35,7 @@ class LocalEnvServer:
         """Start the process without waiting for it (a pool starts all its servers, then waits)."""
         env = environ.child_environment(PYTHONPATH=os.pathsep.join(filter(None, [_ROOT, environ.PYTHONPATH.get()])))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "toolenvs.local.server", "--app", self.env_key, "--parent-pid", str(os.getpid())],
+            [sys.executable, "-m", "toolenvs.local.server", "--app", self.env_key, "--no-default-episode", "--parent-pid", str(os.getpid())],
             stdout=subprocess.PIPE,
             text=True,
             env=env,

@@ -8,8 +8,14 @@ sends; its state is seeded through a small admin API beside ``/mcp`` and read ba
     DELETE /episodes/{id}       free it
     GET    /health
 
-Run as ``python -m toolenvs.local.server --app hotel``: it prints ``READY <port>`` once listening on a free
-port, and exits by itself when its parent process dies.
+Run as ``python -m toolenvs.local.server --app hotel``: it prints ``READY <port>`` once listening (a free port,
+or ``--port``), and exits by itself when its parent process dies.
+
+Any MCP client can drive an app started by hand (MCP Inspector, an IDE, the SDK's own client): a call without
+the header acts on the server's default episode, an empty world or, with ``--task KEY``, that task's
+``initial_state`` and ``env_variables``, shared by every such client (``GET /episodes/default`` shows it,
+``POST /episodes`` with ``"episode_id": "default"`` resets it). The trainer's servers run without one
+(``--no-default-episode``): there each episode stays isolated by its header, and a call without it is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import os
 import socket
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +37,7 @@ from toolenvs.lifeline import exit_with_parent
 from toolenvs.outcomes import FAILURE_META, Failure
 
 EPISODE_HEADER = "x-episode-id"
+DEFAULT_EPISODE = "default"  # what a call without the header acts on, where the server has one
 KEEP_ALIVE_S = 900  # longer than any pause of a trial between two requests on one connection
 
 
@@ -54,7 +62,12 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any,
         # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
         ctx: Context = kwargs.pop("ctx")
         episode_id = request_headers(ctx).get(EPISODE_HEADER)
+        if episode_id is None and DEFAULT_EPISODE in episodes:
+            episode_id = DEFAULT_EPISODE  # a client that knows nothing of our seed route (started by hand)
         if episode_id not in episodes:
+            if episode_id is None:
+                raise ToolError(f"no {EPISODE_HEADER} header, and this server has no default episode: seed one with POST /episodes "
+                                f"and send its id in the header (or start the server by hand: python -m toolenvs.local.server --app {app.ENV_KEY})")
             raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
         try:
             result = fn(episodes[episode_id], *args, **kwargs)
@@ -116,14 +129,15 @@ def argument_problem(tool: str, model: Any, arguments: dict[str, Any]) -> str | 
     return None
 
 
-def build_app(app: ModuleType):
-    """The Starlette app: the MCP endpoint at ``/mcp`` plus the episode admin routes."""
+def build_app(app: ModuleType, default_episode: dict[str, Any] | None = None):
+    """The Starlette app: the MCP endpoint at ``/mcp`` plus the episode admin routes; ``default_episode``: the
+    state calls without the header act on (None: such calls are refused)."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
     from toolenvs.mcpcompat import http_app, make_server
 
-    episodes: dict[str, dict[str, Any]] = {}
+    episodes: dict[str, dict[str, Any]] = {} if default_episode is None else {DEFAULT_EPISODE: default_episode}
     peak = [0]  # most episodes open at once since the server started (the client's cap is measured here)
     signatures = tool_signatures(app)
     server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1", check=_checker(signatures))
@@ -201,13 +215,28 @@ def _checker(signatures: dict[str, inspect.Signature]) -> Any:
     return check
 
 
-def _listen_socket() -> socket.socket:
+def _listen_socket(port: int = 0) -> socket.socket:
     # IPPROTO_TCP explicitly: a plain socket() handed to uvicorn costs ~44 ms per request (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(512)
     return sock
+
+
+def default_episode(app: ModuleType, task_key: str | None, tasks_path: str | None) -> tuple[dict[str, Any], str]:
+    """The default episode's state, and what it is in words: an empty world, or a task's seeded world."""
+    if task_key is None:
+        return app.initial_state({}, {}), "an empty world"
+    from toolenvs.task import load_tasks
+
+    path = tasks_path or str(Path(__file__).resolve().parents[1] / "data" / f"{app.ENV_KEY}.jsonl")
+    tasks = {t.task_key: t for t in load_tasks(path) if t.env_key == app.ENV_KEY}
+    if task_key not in tasks:
+        shown = ", ".join(list(tasks)[:5])
+        raise SystemExit(f"error: --task {task_key}: no {app.ENV_KEY} task of that key in {path} ({len(tasks)} there, e.g. {shown})")
+    task = tasks[task_key]
+    return app.initial_state(task.env_variables, task.initial_state), f"task {task_key}: {task.prompt}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -217,17 +246,29 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Serve a local tool-use app over MCP on 127.0.0.1.")
     parser.add_argument("--app", required=True, help="env_key of the app to serve, or a module path (tests' fault apps)")
+    parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: any free one, printed)")
+    parser.add_argument("--task", default=None, help="the default episode starts as this task's world (its task_key); default: an empty world")
+    parser.add_argument("--tasks", default=None, help="the task file --task is looked up in (default: the app's shipped tasks)")
+    parser.add_argument("--no-default-episode", action="store_true", help="refuse calls without the x-episode-id header (the trainer's servers)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (default: the parent)")
     args = parser.parse_args(argv)
     app = importlib.import_module(args.app) if "." in args.app else get_app(args.app)
+    default, described = (None, "") if args.no_default_episode else default_episode(app, args.task, args.tasks)
     exit_with_parent(args.parent_pid or os.getppid())
-    sock = _listen_socket()
-    print(f"READY {sock.getsockname()[1]}", flush=True)
+    try:
+        sock = _listen_socket(args.port)
+    except OSError as exc:
+        raise SystemExit(f"error: --port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); choose another, or leave it out") from None
+    port = sock.getsockname()[1]
+    print(f"READY {port}", flush=True)
+    if default is not None:
+        print(f"{app.ENV_KEY}: MCP at http://127.0.0.1:{port}/mcp; a call without the {EPISODE_HEADER} header acts on the default "
+              f"episode, {described} (its state: GET http://127.0.0.1:{port}/episodes/{DEFAULT_EPISODE})", file=sys.stderr, flush=True)
     # state is in memory only: on stop, waiting long for in-flight calls buys nothing. Idle connections are
     # kept long: a trial's clients idle for as long as a generation batch takes (tens of seconds), and with
     # uvicorn's default of 5 s a request sent as the server closes its connection fails (ReadError): 6 of 384
     # episodes that idled 5 s, none with this.
-    config = uvicorn.Config(build_app(app), log_level="warning", access_log=False, timeout_graceful_shutdown=1,
+    config = uvicorn.Config(build_app(app, default), log_level="warning", access_log=False, timeout_graceful_shutdown=1,
                             timeout_keep_alive=KEEP_ALIVE_S)
     uvicorn.Server(config).run(sockets=[sock])
     sys.exit(0)
