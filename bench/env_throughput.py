@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import record  # noqa: E402
 from toolenvs.client import EnvClient  # noqa: E402
 from toolenvs.local.launch import LocalEnvServer  # noqa: E402
 from toolenvs.task import Task  # noqa: E402
@@ -227,17 +228,14 @@ def main(argv: list[str] | None = None) -> int:
                 "idle_2core_calls_per_s": round(1000 / max(mcp["client_cpu_ms"], mcp["server_cpu_ms"])),
             }
     render(results)
-    print(
-        json.dumps(
-            {
-                "bench": "env_throughput",
-                "cpus": os.cpu_count(),
-                "loadavg_1m_before": round(load_before, 2),
-                "loadavg_1m_after": round(os.getloadavg()[0], 2),
-                "results": results,
-            }
-        )
-    )
+    record("env_throughput", [{"sessions": int(n), **row} for n, row in results.items()], {
+        "cpus": os.cpu_count(),
+        "loadavg_1m_before": round(load_before, 2),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
+        "calls_per_s": {n: row["mcp"]["calls_per_s"] for n, row in results.items()},
+        "ratio_to_plain_http": {n: row["ratio"] for n, row in results.items()},
+        "p50_ms": {n: row["mcp"].get("p50_ms") for n, row in results.items()},
+    })
     return 0
 
 

@@ -25,10 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.record import record  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -135,14 +137,16 @@ def main() -> None:
         print(f"{how:<12}{s:>8.2f} s  ({s / best['separate']:.3f}x separate)")
     print(f"rollouts are {share:.0%} of a packed step: batching them would make a pack {1 / (1 - share * (1 - ratio)):.3f}x as fast "
           f"(at one_adapter's speed: {1 / (1 - share * (1 - best['one_adapter'] / best['separate'])):.3f}x)")
-    print(json.dumps({
-        "bench": "mixed_adapters", "turns": len(side_by_side), "separate_s": round(best["separate"], 3), "mixed_s": round(best["mixed"], 3),
+    runs = [{"repeat": i, **{f"{how}_s": round(times[how][i], 3) for how in times}} for i in range(args.repeats)]
+    runs += [{"step_rollout_share": round(x, 3)} for x in shares]
+    record("mixed_adapters", runs, {
+        "turns": len(side_by_side), "rows_per_call": round(statistics.mean(rows), 1), "prompt_tokens": round(statistics.mean(width)),
+        "steps": args.steps, "repeats": args.repeats, "separate_s": round(best["separate"], 3), "mixed_s": round(best["mixed"], 3),
         "one_adapter_s": round(best["one_adapter"], 3), "rollout_share": round(share, 3),
         "step_speedup_mixed": round(1 / (1 - share * (1 - ratio)), 3),
         "step_speedup_one_adapter": round(1 / (1 - share * (1 - best["one_adapter"] / best["separate"])), 3),
         "ratio": round(ratio, 3),
-    }))
-
+    })
 
 if __name__ == "__main__":
     main()

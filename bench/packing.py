@@ -40,6 +40,8 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
+from bench.record import record  # noqa: E402
+
 LEARNING_BASE = {"warmstart_steps": 2400, "warmstart_augment": 20, "warmstart_give_up": 0.4}  # grpo/bases ships it
 TRIALS = [
     {"optim": {"lr": 1e-4}, "algorithm": {"kl_coef": 0.1}},
@@ -155,14 +157,13 @@ def main() -> None:
         print(f"{p['phase']:<24}{p['trials']:>7}{p['trial_steps']:>7}{p['cpu_s']:>8}{p['wall_s']:>8}{p['steps_per_cpu_hour']:>13}"
               f"{p['steps_per_wall_hour']:>14}{p['gib_per_trial']:>11}")
     unpacked, k2, k4 = phases
-    print(json.dumps({
-        "bench": "packing", "steps_per_trial": steps, "phases": phases,
+    record("packing", phases, {
+        "steps_per_trial": steps,
         "memory_ratio_k2": round(k2["gib_per_trial"] / unpacked["gib_per_trial"], 3),
         "memory_ratio_k4": round(k4["gib_per_trial"] / unpacked["gib_per_trial"], 3),
         "ratio_k2": round(k2["steps_per_cpu_hour"] / unpacked["steps_per_cpu_hour"], 3),
         "ratio": round(k4["steps_per_cpu_hour"] / unpacked["steps_per_cpu_hour"], 3),
-    }))
-
+    })
 
 if __name__ == "__main__":
     main()

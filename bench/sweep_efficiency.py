@@ -48,6 +48,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import record  # noqa: E402
 from configkit.base import apply_overrides  # noqa: E402
 from sweep.spec.config import SweepConfig  # noqa: E402
 from sweep.spec.loader import load_space, parse_sets  # noqa: E402
@@ -257,8 +258,10 @@ def main() -> int:
     (folder / GRID_OUTCOME).write_text(json.dumps(grid))
     target = best_eval(grid["histories"]) - args.tolerance
     rows = [summary("grid", grid, target)]
+    outcomes = [grid]
     for seed in args.seeds:
-        rows.append(summary(f"asha_tpe s{seed}", run(load_space(space_file(args, "asha_tpe", folder, seed))), target))
+        outcomes.append(run(load_space(space_file(args, "asha_tpe", folder, seed))))
+        rows.append(summary(f"asha_tpe s{seed}", outcomes[-1], target))
     render(rows, target + args.tolerance)
     expected, searched = rows[0]["expected_steps_to_target"], rows[1:]
     ratios = [round(r["steps_to_target"] / expected, 3) if r["steps_to_target"] and expected else None for r in searched]
@@ -271,13 +274,15 @@ def main() -> int:
           f"{mean}{'' if reached == len(ratios) else ' (a lower bound: not reached counts every trial-step spent)'} "
           f"(target <= 0.333; the grid in its own order: {rows[0]['steps_to_target']}); harness overhead "
           f"{rows[0]['overhead_share']:.1%} grid, {overhead:.1%} ASHA+TPE (target <= 5%)")
-    print(json.dumps({"bench": "sweep_efficiency", "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
-                      "steps": args.steps, "grace": args.grace, "tpe_lr": args.tpe_lr, "eval_samples": args.eval_samples,
-                      "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set, "grid_from": str(args.grid_from or ""),
-                      "target_eval_pass_at_1": round(target + args.tolerance, 4), "tolerance": args.tolerance,
-                      "ratio_steps_to_target": mean, "ratios_per_seed": ratios, "seeds_reached": reached, "seeds": args.seeds,
-                      "overhead_share_grid": rows[0]["overhead_share"], "overhead_share_asha_tpe": overhead,
-                      "grid": rows[0], "asha_tpe": searched, "results": str(folder)}))
+    # per arm: its summary and every trial's eval history, from which the ratios are recomputed
+    runs = [{**row, "histories": outcome["histories"]} for row, outcome in zip(rows, outcomes)]
+    record("sweep_efficiency", runs, {
+        "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
+        "steps": args.steps, "grace": args.grace, "tpe_lr": args.tpe_lr, "eval_samples": args.eval_samples,
+        "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set, "grid_from": str(args.grid_from or ""),
+        "target_eval_pass_at_1": round(target + args.tolerance, 4), "tolerance": args.tolerance,
+        "ratio_steps_to_target": mean, "ratios_per_seed": ratios, "seeds_reached": reached, "seeds": args.seeds,
+        "overhead_share_grid": rows[0]["overhead_share"], "overhead_share_asha_tpe": overhead, "results": str(folder)})
     return 0
 
 

@@ -21,7 +21,6 @@ Needs ``trl`` (``pip install trl``; not a dependency of the project). Ends with 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
@@ -34,6 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import record  # noqa: E402
 from grpo.chat import opening_messages  # noqa: E402
 from grpo.config import DEFAULT_TASKS, TrainerConfig  # noqa: E402
 from grpo.reporting import ListReporter  # noqa: E402
@@ -182,26 +182,22 @@ def main() -> None:
         f"ours: {ours_mean:.3f} s/step over {len(ours_s)} steps {[round(s, 3) for s in ours_s]} (rollout {[round(s, 3) for s in rollout_s]})"
     )
     print(f"TRL:  {trl_mean:.3f} s/step over {len(trl_s)} steps {[round(s, 3) for s in trl_s]}")
-    print(
-        json.dumps(
-            {
-                "bench": "trainer_vs_trl",
-                "ours_s": round(ours_mean, 4),
-                "baseline_s": round(trl_mean, 4),
-                "ratio": round(ours_mean / trl_mean, 3),
-                "ours_median_s": round(ours_median, 4),
-                "baseline_median_s": round(trl_median, 4),
-                "ratio_median": round(ours_median / trl_median, 3),
-                "ours_rollout_s": round(statistics.fmean(rollout_s), 4),
-                "steps": len(ours_s),
-                "rounds": args.rounds,
-                "prompts": PROMPTS,
-                "samples": SAMPLES,
-                "threads": args.threads,
-            }
-        )
-    )
-
+    runs = [{"side": "ours", "step_s": round(t, 4), "rollout_s": round(r, 4)} for t, r in zip(ours_s, rollout_s)]
+    runs += [{"side": "trl", "step_s": round(t, 4)} for t in trl_s]
+    record("trainer_vs_trl", runs, {
+        "ours_s": round(ours_mean, 4),
+        "baseline_s": round(trl_mean, 4),
+        "ratio": round(ours_mean / trl_mean, 3),
+        "ours_median_s": round(ours_median, 4),
+        "baseline_median_s": round(trl_median, 4),
+        "ratio_median": round(ours_median / trl_median, 3),
+        "ours_rollout_s": round(statistics.fmean(rollout_s), 4),
+        "steps": len(ours_s),
+        "rounds": args.rounds,
+        "prompts": PROMPTS,
+        "samples": SAMPLES,
+        "threads": args.threads,
+    })
 
 if __name__ == "__main__":
     main()
