@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The one GPU check, run ON the lent GPU machine once vLLM was carried there (../shared/gpu/README.md). Strict:
+# it fails, never skips, when CUDA, the carried vLLM or any step is missing or fails, and each step has a
+# watchdog. It runs the GPU tests file by file (one vLLM engine per process; a skipped test is a failure
+# here), then the GPU benches, each with its baseline in the same run, one JSON line each. Everything goes to
+# $OUT/gpu/{date}_{gpu}_{commit}/ (device.txt, tests.log, {bench}.log, lines.jsonl: each bench's line with the
+# GPU's name, the date and the commit added); bring that folder back to bench/data/gpu/.
+#   COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [tests|benches|all]
+# (the machine gets no .git: the command line carries the commit). Exit 0 only when every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+case "$what" in tests|benches|all) ;; *) echo "gpu_check: unknown part '$what' (tests, benches or all)" >&2; exit 2 ;; esac
+vllm_env=${VLLM_ENV:-/tmp/vllm_env.sh}
+TESTS=(tests/gpu/test_fsdp_cuda.py tests/gpu/test_vllm_generator.py tests/gpu/test_grpo_vllm_trial.py)
+BENCHES=(train_step_gpu rollout_vllm_vs_hf)
+TEST_WATCHDOG_S=${TEST_WATCHDOG_S:-420}
+BENCH_WATCHDOG_S=${BENCH_WATCHDOG_S:-400}
+
+refuse() { echo "gpu_check: FAILED before any step: $*" >&2; exit 2; }
+[ -f "$vllm_env" ] || refuse "$vllm_env is missing: carry vLLM first (../shared/gpu/README.md, two run calls)"
+# shellcheck disable=SC1090
+source "$vllm_env"
+if [ -d .whl ]; then  # pure-Python wheels the machine lacks (opentelemetry-api for mcp)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/whl-site .whl/*.whl
+  export PYTHONPATH=/tmp/whl-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 GRPO_SWEEP_CACHE=${GRPO_SWEEP_CACHE:-/tmp/grpo-cache}
+python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || refuse "no CUDA device seen by torch"
+python3 -c "import vllm" 2>/dev/null || refuse "vLLM does not import after sourcing $vllm_env"
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | tr -s '-')
+date=$(date -u +%Y-%m-%dT%H%MZ)
+commit=${COMMIT:-unknown}
+dir=${OUT:-/tmp/gpu-out}/gpu/${date}_${gpu}_${commit}
+mkdir -p "$dir"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import torch, transformers, vllm; print('torch', torch.__version__, 'transformers', transformers.__version__, 'vllm', vllm.__version__)"
+  echo "commit $commit, date $date"; } | tee "$dir/device.txt"
+
+status=0
+failed() { echo "gpu_check: FAILED: $*" | tee -a "$dir/summary.txt"; status=1; }
+if [ "$what" != benches ]; then
+  for t in "${TESTS[@]}"; do
+    log="$dir/tests.log"
+    echo "== $t" >> "$log"
+    GRPO_GPU_METRICS="$dir/trial_metrics.json" timeout "$TEST_WATCHDOG_S" python3 -m pytest -m "slow or not slow" -x -q -rs \
+      -p no:cacheprovider --basetemp="/tmp/pt-$(basename "$t" .py)" "$t" > "$dir/last_test.log" 2>&1
+    code=$?
+    tail -40 "$dir/last_test.log" | tee -a "$log"
+    if [ $code -eq 124 ]; then failed "$t: the watchdog stopped it after ${TEST_WATCHDOG_S} s"
+    elif [ $code -ne 0 ]; then failed "$t: pytest exit $code"
+    elif grep -qE '[0-9]+ skipped' "$dir/last_test.log"; then failed "$t: a test skipped (on the GPU machine nothing may)"
+    fi
+  done
+fi
+if [ "$what" != tests ]; then
+  for b in "${BENCHES[@]}"; do
+    timeout "$BENCH_WATCHDOG_S" python3 "bench/$b.py" > "$dir/$b.log" 2>&1
+    code=$?
+    line=$(grep -E '^\{"bench"' "$dir/$b.log" | tail -1)
+    if [ $code -ne 0 ] || [ -z "$line" ]; then
+      tail -20 "$dir/$b.log"
+      failed "bench/$b.py: exit $code$([ $code -eq 124 ] && echo " (watchdog, ${BENCH_WATCHDOG_S} s)")$([ -z "$line" ] && echo ", no JSON line")"
+      continue
+    fi
+    GPU="$gpu" DATE="$date" COMMIT_AT="$commit" LINE="$line" python3 -c \
+      "import json, os; d = json.loads(os.environ['LINE']); d.update(gpu=os.environ['GPU'], date=os.environ['DATE'], commit=os.environ['COMMIT_AT']); print(json.dumps(d))" \
+      | tee -a "$dir/lines.jsonl"
+  done
+fi
+[ $status -eq 0 ] && echo "gpu_check: every step passed" | tee -a "$dir/summary.txt"
+echo "gpu_check: results in $dir"
+exit $status
