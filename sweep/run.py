@@ -73,9 +73,8 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     def restore():
         from ray import tune
 
-        from sweep.tuner import HonestOptunaSearch, build_trainable
+        from sweep.tuner import build_trainable
 
-        HonestOptunaSearch.restoring = (store.uri, name)  # its study is here now, wherever it was saved
         return tune.Tuner.restore(
             store.path(name),
             build_trainable(cfg),
@@ -84,7 +83,10 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
             storage_filesystem=None if store.is_local else store.fs,
         )
 
-    return _fit_and_report(cfg, store, restore, watch)
+    from sweep.tuner import restoring
+
+    with restoring(store.uri, name):  # its study is here now, wherever the sweep was first run
+        return _fit_and_report(cfg, store, restore, watch)
 
 
 def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any], watch: Watch | None) -> int:

@@ -10,6 +10,8 @@ Searchers (``sweep/trials/samplers.py``, ``sweep/spec/space.py``), schedulers (`
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from ray.tune.stopper import CombinedStopper, Stopper
 from sweep.spec.config import SweepConfig
 from sweep.spec.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
 from sweep.store.storage import open_storage
-from sweep.store.study import optuna_db_path, push_study
+from sweep.store.study import optuna_db_path, push_study, studies_open_at
 from sweep.trials.checkpoints import MarkPersisted
 from sweep.trials.samplers import make_sampler
 from sweep.trials.schedulers import make_scheduler
@@ -64,9 +66,8 @@ class HonestOptunaSearch(OptunaSearch):
     """
 
     REDRAWS = 3
-    # where a restored searcher's study lives now, (storage URI, sweep name): set by ``sweep.run.resume_sweep`` (the
-    # pickled searcher names the study file where the sweep was first run, and a local sweep may have moved since)
-    restoring: tuple[str, str] | None = None
+    # (storage URI, sweep name) of the sweep being restored, while ``restoring`` holds: where its study goes now
+    restored_at: tuple[str, str] | None = None
 
     def __init__(self, *args: Any, total_steps: int, study_copy: tuple[str, str] | None = None, points: list[dict] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -100,18 +101,10 @@ class HonestOptunaSearch(OptunaSearch):
             push_study(open_storage(self._study_copy[0]), self._study_copy[1])
 
     def restore(self, checkpoint_path: str) -> None:
-        """Tune's restore of the pickled searcher, then its study opened where the sweep is now (``restoring``):
-        the pickle holds the SQLite path of where the sweep was saved, which may be gone or another sweep's."""
+        """Tune's restore of the pickled searcher; its study's copies then go where the sweep is now (``restoring``)."""
         super().restore(checkpoint_path)
-        if HonestOptunaSearch.restoring is not None:
-            self._reopen_study(*HonestOptunaSearch.restoring)
-
-    def _reopen_study(self, storage_uri: str, name: str) -> None:
-        path = optuna_db_path(open_storage(storage_uri), name)
-        self._storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
-        self._ot_study = optuna.load_study(study_name=self._study_name, storage=self._storage, sampler=self._ot_study.sampler)
-        self._ot_trials = {trial_id: optuna.trial.Trial(self._ot_study, t._trial_id) for trial_id, t in self._ot_trials.items()}
-        self._study_copy = (storage_uri, name)
+        if HonestOptunaSearch.restored_at is not None:
+            self._study_copy = HonestOptunaSearch.restored_at
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         steps = (result or {}).get("training_iteration", self._total_steps)
@@ -122,6 +115,18 @@ class HonestOptunaSearch(OptunaSearch):
         ot_trial.report(result[self.metric], step=steps)
         self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
         self._completed_trials.add(trial_id)
+
+
+@contextmanager
+def restoring(storage_uri: str, name: str) -> Iterator[None]:
+    """While Tune restores a saved sweep (``Tuner.restore`` and its ``fit``): the pickled searcher's study opens
+    this sweep's study file, and its copies go to this sweep's storage, wherever the sweep was first run."""
+    HonestOptunaSearch.restored_at = (storage_uri, name)
+    try:
+        with studies_open_at(optuna_db_path(open_storage(storage_uri), name)):
+            yield
+    finally:
+        HonestOptunaSearch.restored_at = None
 
 
 def _frozen(params: dict[str, Any]) -> frozenset:

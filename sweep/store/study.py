@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sweep.store.storage import Storage
@@ -45,3 +47,25 @@ def pull_study(store: Storage, name: str) -> Path:
         local.unlink(missing_ok=True)
         store.download(local, name, "optuna.db")
     return local
+
+
+@contextmanager
+def studies_open_at(path: Path) -> Iterator[None]:
+    """While a saved sweep is restored: every Optuna SQLite storage unpickled opens ``path``, this sweep's study.
+
+    Tune pickles the searcher with its study's storage, whose URL is the SQLite file where the sweep first ran;
+    optuna connects to it as it unpickles (creating tables there), so a sweep moved or copied elsewhere would
+    open a file that is gone, or another sweep's. Only for the restore: the patch is undone on leaving.
+    """
+    from optuna.storages import RDBStorage
+
+    original = RDBStorage.__setstate__
+
+    def setstate(storage: RDBStorage, state: dict) -> None:
+        original(storage, {**state, "url": f"sqlite:///{path}"})
+
+    RDBStorage.__setstate__ = setstate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RDBStorage.__setstate__ = original  # type: ignore[method-assign]

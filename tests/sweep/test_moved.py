@@ -35,16 +35,21 @@ def unpack(target: Path) -> Path:
 
 
 def test_what_tune_pickled_under_the_old_names_loads_into_the_new_rooms(tmp_path):
+    from sweep.store.study import studies_open_at
+
     experiment = unpack(tmp_path)
     tuner = (experiment / "tuner.pkl").read_bytes()
     assert all(name in tuner for name in OLD_NAMES[:2])  # the fixture really is the old layout
-    state = pickle.loads(tuner)
+    (searcher,) = experiment.glob("searcher-state-*.pkl")
+    assert OLD_NAMES[2] in searcher.read_bytes() and b"old-layout" in searcher.read_bytes()  # its study where it was made
+    with studies_open_at(experiment / "optuna.db"):  # as `sweep resume` restores it
+        state = pickle.loads(tuner)
+        saved = pickle.loads(searcher.read_bytes())
     callbacks = {type(c).__module__ for c in state["_run_config"].callbacks}
     assert {"sweep.trials.checkpoints", "sweep.watch.live_page"} <= callbacks, callbacks
-    (searcher,) = experiment.glob("searcher-state-*.pkl")
-    assert OLD_NAMES[2] in searcher.read_bytes()
-    space = pickle.loads(searcher.read_bytes())["_space"]
-    assert type(space).__module__ == "sweep.spec.space"
+    assert type(saved["_space"]).__module__ == "sweep.spec.space"
+    assert saved["_storage"].url == f"sqlite:///{experiment / 'optuna.db'}"  # the study beside the sweep, not the one it was saved with
+    assert [t.state.name for t in saved["_ot_study"].trials] == ["COMPLETE", "RUNNING"]
 
 
 @pytest.mark.slow
