@@ -111,8 +111,20 @@ class QUniform(Uniform):
     type: Literal["quniform"] = "quniform"  # type: ignore[assignment]
     q: float = Field(gt=0)
 
+    @property
+    def whole(self) -> bool:
+        """Bounds and step all whole numbers (``{quniform: [4, 16, 4]}``): its values are integers, sampled as such,
+        so a whole-number key takes them (configs are strict: 8.0 is no whole number)."""
+        return all(float(x).is_integer() for x in (self.low, self.high, self.q))
+
+    def value(self, steps: int) -> Any:
+        """The value ``steps`` steps of q above low (an int when ``whole``)."""
+        value = self.low + self.q * steps
+        return int(round(value)) if self.whole else value
+
     def extremes(self) -> list[Any]:
-        return [self.low, self.high, self.low + self.q * round((self.high - self.low) * 0.377 / self.q)]
+        high = int(self.high) if self.whole else self.high
+        return [self.value(0), high, self.value(round((self.high - self.low) * 0.377 / self.q))]
 
     def contains(self, value: Any) -> bool:
         return super().contains(value) and _is_multiple(value - self.low, self.q)

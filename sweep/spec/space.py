@@ -63,6 +63,8 @@ class OptunaSpace:
 
 def suggest(trial, key: str, dist: Any) -> Any:
     """One Optuna suggestion for a distribution."""
+    if isinstance(dist, QUniform) and dist.whole:
+        return trial.suggest_int(key, int(dist.low), int(dist.high), step=int(dist.q))
     if isinstance(dist, QUniform):
         return trial.suggest_float(key, dist.low, dist.high, step=dist.q)
     if isinstance(dist, Uniform):
@@ -76,7 +78,7 @@ def suggest(trial, key: str, dist: Any) -> Any:
 def sample(dist: Any, rng: random.Random) -> Any:
     """One random draw (the random searcher's conditional keys, which Tune's domains cannot express)."""
     if isinstance(dist, QUniform):
-        return dist.low + dist.q * rng.randint(0, round((dist.high - dist.low) / dist.q))
+        return dist.value(rng.randint(0, round((dist.high - dist.low) / dist.q)))
     if isinstance(dist, LogUniform):
         return math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
     if isinstance(dist, Uniform):
@@ -107,6 +109,8 @@ class ConditionalSample:
 def tune_domain(dist: Any, grid: bool = False) -> Any:
     from ray import tune
 
+    if isinstance(dist, QUniform) and dist.whole:  # integers (tune.quniform gives floats: 8.0)
+        return tune.qrandint(int(dist.low), int(dist.high), int(dist.q))
     if isinstance(dist, QUniform):
         return tune.quniform(dist.low, dist.high, dist.q)
     if isinstance(dist, LogUniform):
@@ -178,7 +182,7 @@ def value_count(dist: Any) -> int | None:
 def finite_values(dist: Any) -> list[Any]:
     """Every value of a distribution that has finitely many (``value_count`` is not None)."""
     if isinstance(dist, QUniform):
-        return [dist.low + dist.q * k for k in range(value_count(dist) or 0)]
+        return [dist.value(k) for k in range(value_count(dist) or 0)]
     if isinstance(dist, RandInt):
         return list(range(dist.low, dist.high))
     return list(dist.values)

@@ -97,3 +97,21 @@ def test_pbt_explore_keeps_values_inside_their_distributions():
 def test_base_value_reads_the_trainer_default_or_override():
     cfg = SweepConfig.model_validate({"trainer": {"algorithm": {"kl_estimator": "k1"}}})
     assert base_value(cfg, "algorithm.kl_estimator") == "k1" and base_value(cfg, "optim.lr") == 1e-3
+
+
+def test_a_quniform_of_whole_numbers_samples_integers_for_a_whole_number_key():
+    """``{quniform: [4, 16, 4]}`` on ``rollout.n_samples_per_prompt``: every searcher draws ints (configs are strict,
+    and Tune's quniform and Optuna's float step would give 8.0); a fractional one stays float."""
+    import optuna
+
+    from sweep.spec.distributions import QUniform
+    from sweep.spec.space import finite_values, sample, suggest, tune_domain
+
+    whole, frac = QUniform(low=4, high=16, q=4), QUniform(low=0.2, high=0.3, q=0.02)
+    assert whole.whole and not frac.whole and whole.extremes() == [4, 16, 8] and frac.extremes()[:2] == [0.2, 0.3]
+    rng = random.Random(0)
+    draws = [sample(whole, rng) for _ in range(20)] + [tune_domain(whole).sample() for _ in range(20)] + finite_values(whole)
+    trial = optuna.create_study().ask()
+    draws.append(suggest(trial, "n", whole))
+    assert all(type(v) is int and v in (4, 8, 12, 16) for v in draws), draws
+    assert all(isinstance(v, float) for v in [sample(frac, rng), tune_domain(frac).sample(), suggest(trial, "c", frac)])
