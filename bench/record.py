@@ -1,6 +1,7 @@
 """Where a bench's figures go: its per-run data to ``bench/data/``, its one summary line to stdout.
 
-``record(name, runs, summary)`` writes ``bench/data/{name}_{date}_{commit}.jsonl``: one line per run (a round, a
+``record(name, runs, summary)`` writes ``bench/data/{name}_{date}_{commit}.jsonl`` (``-dirty`` after the commit when
+the checkout had uncommitted changes): one line per run (a round, a
 concurrency level, a phase, a seed, a replayed turn) as the bench measured it, then the summary line, which names
 the file and the commit and is printed last, as produced by the bench's code. README names each figure's file;
 a figure is recomputable from what is committed there.
@@ -33,7 +34,7 @@ def record(name: str, runs: list[dict[str, Any]], summary: dict[str, Any], folde
     folder.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC)
     at = commit()
-    path = folder / f"{name}_{stamp:%Y-%m-%d_%H%M}_{at.rstrip('+')}.jsonl"
+    path = folder / f"{name}_{stamp:%Y-%m-%d_%H%M%S}_{at.replace('+', '-dirty')}.jsonl"
     summary = {"bench": name, **summary, "data": str(path.relative_to(folder.parent.parent)) if path.is_relative_to(folder.parent.parent) else str(path),
                "date": f"{stamp:%Y-%m-%dT%H:%MZ}", "commit": at, "runs": len(runs)}
     path.write_text("".join(json.dumps({"run": i, **run}) + "\n" for i, run in enumerate(runs)) + json.dumps(summary) + "\n")

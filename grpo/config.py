@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from configkit.base import StrictModel
 from grpo.losses import PolicyLossName
-from toolenvs.backend import BackendConfig, LocalBackendConfig
+from toolenvs.backend import BackendConfig, LocalBackendConfig, absorb_moved_keys
 
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
@@ -246,29 +246,7 @@ class EnvConfig(StrictModel):
     def _backend_by_name(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("backend"), str):
             data = {**data, "backend": {"type": data["backend"]}}
-        return moved_client_limits(data)
-
-
-# Where ``env.max_concurrent`` and ``env.call_timeout_s`` lived before they moved under the backend that honours
-# them (the local apps' client), with the values every config saved then carries: sweeps saved before the move resume.
-MOVED_CLIENT_LIMITS = {"max_concurrent": 32, "call_timeout_s": 10.0}
-
-
-def moved_client_limits(data: Any) -> Any:
-    """``env.max_concurrent``/``env.call_timeout_s`` (the old place) moved to ``env.backend``: into a local backend
-    that does not set them itself; on Fleet, which never honoured them, dropped when they hold the old defaults
-    (saved configs always wrote them), else refused by name with where Fleet's own limits are."""
-    if not isinstance(data, dict) or not MOVED_CLIENT_LIMITS.keys() & data.keys():
-        return data
-    data = dict(data)
-    moved = {key: data.pop(key) for key in MOVED_CLIENT_LIMITS if key in data}
-    backend = data.get("backend", {"type": "local"})
-    if not isinstance(backend, dict):
-        return {**data, **moved}  # not a backend section: leave the keys for the validator to name
-    if backend.get("type", "local") == "local":
-        return {**data, "backend": {**moved, **backend}}
-    changed = {key: value for key, value in moved.items() if value != MOVED_CLIENT_LIMITS[key]}
-    return {**data, **changed}  # Fleet never used them: kept only to be refused (extra keys are errors)
+        return absorb_moved_keys(data) if isinstance(data, dict) else data
 
 
 class EvalConfig(StrictModel):

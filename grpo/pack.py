@@ -83,7 +83,6 @@ class Pack:
 
     def __init__(self, cfg: TrainerConfig):
         """``cfg``: any member's config; its pack-wide keys are the pack's (every member must share them)."""
-        refuse(pack_clashes(cfg, 1, on_gpu()), PackError)
         self.cfg = cfg
         self.ranks = start_process(cfg.model_copy(update={"output_dir": None}))
         refuse(pack_clashes(cfg, self.ranks.world, on_gpu()), PackError)

@@ -18,16 +18,17 @@ TEST_WATCHDOG_S=${TEST_WATCHDOG_S:-420}
 BENCH_WATCHDOG_S=${BENCH_WATCHDOG_S:-400}
 
 refuse() { echo "gpu_check: FAILED before any step: $*" >&2; exit 2; }
-[ -f "$vllm_env" ] || refuse "$vllm_env is missing: carry vLLM first (../shared/gpu/README.md, two run calls)"
+# vLLM installed (pip install -e ".[gpu]"), or carried to a machine without a network: its environment file
+# (this workspace's recipe writes /tmp/vllm_env.sh) is sourced when present
 # shellcheck disable=SC1090
-source "$vllm_env"
+[ -f "$vllm_env" ] && source "$vllm_env"
 if [ -d .whl ]; then  # pure-Python wheels the machine lacks (opentelemetry-api for mcp)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/whl-site .whl/*.whl
   export PYTHONPATH=/tmp/whl-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 GRPO_SWEEP_CACHE=${GRPO_SWEEP_CACHE:-/tmp/grpo-cache}
+python3 -c "import vllm" 2>/dev/null || refuse "vLLM does not import (pip install -e '.[gpu]'; or carry it and source its environment: $vllm_env was $([ -f "$vllm_env" ] || echo "not ")found)"
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || refuse "no CUDA device seen by torch"
-python3 -c "import vllm" 2>/dev/null || refuse "vLLM does not import after sourcing $vllm_env"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | tr -s '-')
 date=$(date -u +%Y-%m-%dT%H%MZ)

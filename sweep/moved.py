@@ -4,8 +4,9 @@ Tune's restore unpickles what a sweep saved (``tuner.pkl``: its callbacks and st
 space) by module path, so a sweep saved before ``sweep/`` was split into rooms names ``sweep.checkpoints``,
 ``sweep.live_page``, ``sweep.space`` and so on. ``install`` (run by ``sweep/__init__``) adds a finder that answers
 such a name with the module's new home, the very same module object, so ``sweep resume`` and ``sweep report``
-work on old sweeps. Only moves that kept a module whole are listed; of the three modules split by job, the old
-name answers with the part holding its classes (``sweep.storage``: ``Storage``, ``DirMirror``).
+work on old sweeps. The moves that kept a module whole are listed, and ``sweep.storage``, split by job, answers
+with the part holding its classes (``Storage``, ``DirMirror``); ``sweep.checks`` and ``sweep.bases``, split too,
+held no class a sweep pickles and are not listed.
 """
 
 from __future__ import annotations

@@ -163,10 +163,10 @@ async def close_instance(env: Any) -> None:
 
 
 class FleetSession:
-    """One Fleet episode, shaped like ``toolenvs.client.EpisodeSession``."""
+    """One Fleet episode, shaped like ``toolenvs.session.EpisodeSession``."""
 
     def __init__(self, env: Any, task: Task, observation: dict[str, Any]):
-        from toolenvs.client import ToolSpec
+        from toolenvs.session import ToolSpec
 
         self._env = env
         self.task = task
@@ -177,7 +177,7 @@ class FleetSession:
         self._reward: float | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any]):
-        from toolenvs.client import ToolResult
+        from toolenvs.session import ToolResult
 
         if name not in self._names:
             return ToolResult(f"error: unknown tool {name}", True, Failure.UNKNOWN_TOOL)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -34,6 +34,9 @@ class FleetBackendConfig(StrictModel):
     max_steps: int = Field(50, ge=1, description="Tool calls FleetTaskEnv allows an episode (rollout.max_turns ends it sooner).")
     partial_reward: bool = Field(False, description="Fleet's partial reward (from the verifier's accumulators) instead of 0 or 1.")
     openenv_path: str | None = Field(None, description="OpenEnv's src folder (holding envs/fleet_env); default OPENENV_PATH, else an installed OpenEnv.")
+
+    PER_TRIAL: ClassVar[tuple[str, ...]] = ()  # the instance cap and its slots hold across the sweep: nothing is a trial's own
+    MOVED_FROM_ENV: ClassVar[dict[str, object]] = {}
 
     def problems(self, tasks: Sequence[Task], most: int = 5) -> list[str]:
         """Fleet runs a task's ``verifier_func`` only; and it needs the key, the SDK, mcp 1.x and OpenEnv here."""

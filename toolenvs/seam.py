@@ -3,7 +3,7 @@
 A backend is what a trial's episodes act in. ``with backend_config.open(env_keys) as backend:`` starts what
 it needs (the ``local`` backend: one MCP server process per env_key) and stops it on leaving; inside each event
 loop ``backend.clients()`` gives, per env_key, a client whose ``episode(task)`` opens an episode with ``tools``,
-``call_tool`` and ``score`` (``toolenvs.client.EpisodeSession``'s shape).
+``call_tool`` and ``score`` (``toolenvs.session.EpisodeSession``'s shape).
 
 A backend's config (``BackendSettings``) owns its parts: which tasks and settings it can run (``problems``),
 what it starts once per sweep and tears down after (``sweep_wide``: Fleet's instance slots), and how it opens
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from toolenvs.task import Task
 
@@ -43,6 +43,8 @@ class BackendSettings(Protocol):
     """What every backend's config provides (a member of ``toolenvs.backend.BackendConfig``)."""
 
     type: str
+    PER_TRIAL: ClassVar[tuple[str, ...]]  # its keys a sweep may vary between trials (the rest hold across the sweep)
+    MOVED_FROM_ENV: ClassVar[dict[str, object]]  # keys that lived under ``env`` before, with the value old configs saved
 
     def problems(self, tasks: Sequence[Task]) -> list[str]:
         """Why this backend cannot run some of ``tasks``, or lacks what it needs here (a key, an SDK): one line each."""

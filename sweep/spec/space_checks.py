@@ -39,9 +39,14 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
     if key in UNSWEEPABLE:
         yield f"{source}: key '{where}.{key}' cannot be swept (ASHA and the stop rule use trainer.{key}); set it under trainer"
         return
-    if key == "env.backend" or key.startswith("env.backend."):
-        yield (f"{source}: key '{where}.{key}' cannot be swept: the environment backend is the sweep's (Fleet's instance "
-               "cap holds across all its trials); set it under trainer.env.backend")
+    backend = cfg.trainer.env.backend
+    if (key == "env.backend" or key.startswith("env.backend.")) and key.removeprefix("env.backend.") not in backend.PER_TRIAL:
+        own = f" (its trials' own: {', '.join('env.backend.' + k for k in backend.PER_TRIAL)})" if backend.PER_TRIAL else ""
+        yield (f"{source}: key '{where}.{key}' cannot be swept: the environment backend and its shared parts are the sweep's "
+               f"(Fleet's instance cap holds across all its trials){own}; set it under trainer.env.backend")
+        return
+    if key.startswith("env.") and key.removeprefix("env.") in backend.MOVED_FROM_ENV:
+        yield f"{source}: key '{where}.{key}' moved under the backend: sweep env.backend.{key.removeprefix('env.')}"
         return
     if key not in dotted_keys(TrainerConfig):
         yield f"{source}: unknown trainer key '{where}.{key}' (allowed: {', '.join(dotted_keys(TrainerConfig))})"

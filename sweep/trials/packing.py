@@ -19,7 +19,6 @@ Leaves out: batched rollouts across members (slower on CPU: ``bench/mixed_adapte
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -31,9 +30,9 @@ STALE_S = 900.0  # a member silent this long, while others wait for its place, h
 
 
 class PackHost:
-    """The Ray actor: a ``grpo.pack.Pack`` on the first joining trial's config (every member shares its pack-wide
-    keys, ``grpo.pack.check_packable``), stepped for its members' trials. Configs arrive typed: Ray pickles the
-    trial's parsed ``TrainerConfig``, as it does for a multi-worker trial's workers, and nothing parses it again."""
+    """The Ray actor: a ``grpo.pack.Pack`` on the sweep's base trainer config, stepped for its members' trials.
+    Configs arrive typed (the base and each member's, parsed once in the trial that made or joined the host): Ray
+    pickles them, as it does a multi-worker trial's config for its workers, and nothing here parses them again."""
 
     def __init__(self, pack_cfg: TrainerConfig, capacity: int):
         from grpo.pack import Pack
@@ -87,7 +86,7 @@ class PackHost:
                 self.last_seen.pop(trial_id)
 
 
-def join_a_host(base: dict[str, Any], cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
+def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
                 base_eval: dict[str, Any] | None = None, wait_s: float = 600.0):
     """A host on this node with room for the trial (made if none has room); it has joined when this returns.
     Hosts are detached (a host must outlive the trial that made it, its other members still train) and end
@@ -97,7 +96,7 @@ def join_a_host(base: dict[str, Any], cfg: TrainerConfig, capacity: int, experim
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
-    recipe = hashlib.sha256(json.dumps(base, sort_keys=True, default=str).encode()).hexdigest()[:10]  # a host outliving its run serves only its base
+    recipe = hashlib.sha256(base.model_dump_json().encode()).hexdigest()[:10]  # a host outliving its run serves only its base
     host_class = ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(PackHost)
     deadline = time.monotonic() + wait_s
     while True:
@@ -106,7 +105,7 @@ def join_a_host(base: dict[str, Any], cfg: TrainerConfig, capacity: int, experim
                 host = host_class.options(
                     name=f"pack-{experiment}-{recipe}-{node[:12]}-{i}", get_if_exists=True, lifetime="detached",
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-                ).remote(cfg, capacity)
+                ).remote(base, capacity)
                 if ray.get(host.join.remote(trial_id, cfg, base_eval)):
                     return host
             except RayActorError:  # that host was ending (its last member left): try the next, or this name again
@@ -116,7 +115,7 @@ def join_a_host(base: dict[str, Any], cfg: TrainerConfig, capacity: int, experim
         time.sleep(2.0)
 
 
-def run_packed_trial(cfg: TrainerConfig, base: dict[str, Any], capacity: int, experiment: str, reporter,
+def run_packed_trial(cfg: TrainerConfig, base: TrainerConfig, capacity: int, experiment: str, reporter,
                      base_eval: dict[str, Any] | None = None) -> None:
     """The trial's side: join, then one report per step the host runs for it; leave however it ends."""
     import ray

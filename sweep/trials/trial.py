@@ -129,7 +129,7 @@ def run_one_process(
         elif trials_per_worker > 1:
             from sweep.trials.packing import run_packed_trial
 
-            run_packed_trial(cfg, base, trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
+            run_packed_trial(cfg, trial_config(base, {}), trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
         else:
             train(cfg, reporter, base_eval=_shared_base_eval(storage, experiment, cfg))
     finally:

@@ -257,3 +257,11 @@ def test_a_saved_config_reloads_to_the_same(tmp_path):
     assert SweepConfig.model_validate_json(cfg.model_dump_json()) == cfg
     pbt = _load(tmp_path, PBT)
     assert SweepConfig.model_validate_json(pbt.model_dump_json()) == pbt
+
+
+def test_a_trials_own_backend_keys_can_be_swept_and_the_shared_ones_cannot(tmp_path):
+    cfg = _load(tmp_path, GOOD + "  env.backend.call_timeout_s: {choice: [5.0, 20.0]}\n")
+    assert cfg.space["env.backend.call_timeout_s"].values == [5.0, 20.0]
+    _fails(tmp_path, GOOD + "  env.backend.type: {choice: [local, fleet]}\n", "'space.env.backend.type' cannot be swept",
+           "its trials' own: env.backend.max_concurrent, env.backend.call_timeout_s")
+    _fails(tmp_path, GOOD + "  env.max_concurrent: {choice: [8, 16]}\n", "'space.env.max_concurrent' moved under the backend: sweep env.backend.max_concurrent")

@@ -163,5 +163,5 @@ def test_a_fleet_space_names_what_it_lacks_before_anything_starts(tmp_path, caps
     swept = _write(tmp_path, base.replace("optim.lr: {choice: [1.0e-5]}", "env.backend.max_instances: {choice: [2, 4]}")
                    + f"trainer: {{total_steps: 2, env: {{backend: {{type: fleet}}, tasks_path: {SAMPLE}}}}}\n")
     assert main(["validate", str(swept)]) == 2
-    assert "key 'space.env.backend.max_instances' cannot be swept: the environment backend is the sweep's" in capsys.readouterr().err
+    assert "key 'space.env.backend.max_instances' cannot be swept: the environment backend and its shared parts are the sweep's" in capsys.readouterr().err
     assert not results.exists()

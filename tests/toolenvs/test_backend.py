@@ -56,12 +56,14 @@ def test_the_client_limits_moved_under_the_local_backend_and_old_configs_still_l
     (every saved sweep has both, at their defaults) still loads, on either backend."""
     moved = EnvConfig.model_validate({"max_concurrent": 8, "call_timeout_s": 3.0}).backend
     assert moved == LocalBackendConfig(max_concurrent=8, call_timeout_s=3.0)
-    own = EnvConfig.model_validate({"max_concurrent": 8, "backend": {"type": "local", "max_concurrent": 4}}).backend
-    assert own.max_concurrent == 4  # the backend's own setting wins
+    same = EnvConfig.model_validate({"max_concurrent": 4, "backend": {"type": "local", "max_concurrent": 4}}).backend
+    assert same.max_concurrent == 4
+    with pytest.raises(ValidationError, match=r"env.max_concurrent = 8 and env.backend.max_concurrent = 4: .*keep env.backend.max_concurrent only"):
+        EnvConfig.model_validate({"max_concurrent": 8, "backend": {"type": "local", "max_concurrent": 4}})  # never one silently winning
     saved_fleet = EnvConfig.model_validate({"max_concurrent": 32, "call_timeout_s": 10.0, "backend": {"type": "fleet"}}).backend
     assert saved_fleet == FleetBackendConfig()
-    with pytest.raises(ValidationError, match="max_concurrent"):  # Fleet never honoured it: a changed value is refused
-        EnvConfig.model_validate({"max_concurrent": 64, "backend": {"type": "fleet"}})
+    with pytest.raises(ValidationError, match=r"env.max_concurrent = 64: the fleet backend has no such limit \(its keys: max_instances"):
+        EnvConfig.model_validate({"max_concurrent": 64, "backend": {"type": "fleet"}})  # Fleet never honoured it
     assert EnvConfig.model_dump(EnvConfig()).keys() == {"backend", "tasks_path", "env_keys", "max_tasks"}
 
 

@@ -93,6 +93,8 @@ def test_the_sdks_own_client_drives_an_app_started_by_hand_on_a_known_port():
 
 def test_a_server_without_a_default_episode_refuses_calls_without_the_header_by_name():
     with by_hand("--app", "hotel", "--no-default-episode") as (base, _):
+        seed = urllib.request.Request(f"{base}/episodes", data=json.dumps({"episode_id": "default"}).encode(), method="POST")
+        urllib.request.urlopen(seed, timeout=10).close()  # an episode that happens to be named so: still the header's only
         _, results = asyncio.run(sdk_calls(f"{base}/mcp", [("list_bookings", {})]))
     (text, failed), = results
     assert failed and "no x-episode-id header, and this server has no default episode" in text, text

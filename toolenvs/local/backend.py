@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
@@ -26,6 +26,10 @@ class LocalBackendConfig(StrictModel):
     type: Literal["local"] = "local"
     max_concurrent: int = Field(32, ge=1, description="MCP requests in flight per trial and app server at most.")
     call_timeout_s: float = Field(10.0, gt=0, description="Timeout of one tool call, in seconds.")
+
+    PER_TRIAL: ClassVar[tuple[str, ...]] = ("max_concurrent", "call_timeout_s")  # each trial's own client: sweepable
+    # keys that lived under env before they moved here, with the values every config saved then carries
+    MOVED_FROM_ENV: ClassVar[dict[str, object]] = {"max_concurrent": 32, "call_timeout_s": 10.0}
 
     def problems(self, tasks: Sequence[Task], most: int = 5) -> list[str]:
         """The local apps run their own env_keys, judged by a verifier spec or sandboxed ``verifier_code``."""

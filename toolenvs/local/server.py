@@ -51,8 +51,9 @@ def arguments_of(signature: inspect.Signature) -> list[inspect.Parameter]:
     return list(signature.parameters.values())[1:]
 
 
-def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any, signature: inspect.Signature) -> Any:
-    """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state."""
+def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any, signature: inspect.Signature, serves_default: bool) -> Any:
+    """Wrap ``fn(state, **args)`` as an MCP tool ``fn(**args, ctx)`` acting on the caller's episode state (the
+    default episode's, for a call without the header, where the server was started with one)."""
     from toolenvs.mcpcompat import Context, ToolError, error_result, request_headers
 
     params = arguments_of(signature)
@@ -62,12 +63,12 @@ def _episode_tool(app: ModuleType, episodes: dict[str, dict[str, Any]], fn: Any,
         # async, so the SDK runs it on the event loop: a sync tool would cost a thread hop per call
         ctx: Context = kwargs.pop("ctx")
         episode_id = request_headers(ctx).get(EPISODE_HEADER)
-        if episode_id is None and DEFAULT_EPISODE in episodes:
+        if episode_id is None and not serves_default:
+            raise ToolError(f"no {EPISODE_HEADER} header, and this server has no default episode: seed one with POST /episodes "
+                            f"and send its id in the header (or start the server by hand: python -m toolenvs.local.server --app {app.ENV_KEY})")
+        if episode_id is None:
             episode_id = DEFAULT_EPISODE  # a client that knows nothing of our seed route (started by hand)
         if episode_id not in episodes:
-            if episode_id is None:
-                raise ToolError(f"no {EPISODE_HEADER} header, and this server has no default episode: seed one with POST /episodes "
-                                f"and send its id in the header (or start the server by hand: python -m toolenvs.local.server --app {app.ENV_KEY})")
             raise ToolError(f"no episode {episode_id!r} on this server: seed it with POST /episodes first")
         try:
             result = fn(episodes[episode_id], *args, **kwargs)
@@ -142,7 +143,7 @@ def build_app(app: ModuleType, default_episode: dict[str, Any] | None = None):
     signatures = tool_signatures(app)
     server = make_server(app.ENV_KEY, app.ENV_VERSION, tracing=environ.GRPO_ENV_TRACING.get() == "1", check=_checker(signatures))
     for name, fn in app.TOOLS.items():
-        server.add_tool(_episode_tool(app, episodes, fn, signatures[name]), name=name, structured_output=False)
+        server.add_tool(_episode_tool(app, episodes, fn, signatures[name], default_episode is not None), name=name, structured_output=False)
 
     @server.custom_route("/episodes", methods=["POST"])
     async def seed(request: Request) -> Response:
