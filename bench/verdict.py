@@ -4,18 +4,20 @@
     python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
     python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged again together
 
-The truth: the learning space's recipe, base and held-out split; eight learning rates from too low to too
-high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``). For every
-horizon h (5, 10, ... 30 steps) a setting's truth label is the label most of its seeds' verdicts on their
-evals up to h share (the same verdict code as the sweep's, on three seeds where the sweep has one; ``mixed``
-where no label has two of three, and then, like ``undecided``, no trial is judged against it), and the
-truth's top set is the settings whose mean gain over seeds is within two standard errors of the best's.
-The data and the script that made them are committed, so the bench need not rerun the grid.
+The truth's runs: the learning space's recipe, base and held-out split; eight learning rates from too low to
+too high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``; their evals,
+per task, in ``bench/data/verdict_truth.json``). Their labels and top set per horizon come from outcomes only
+(``bench/outcome_truth.py``: gains over the base with task-bootstrap noise, the LR order; no verdict code),
+frozen in ``bench/data/verdict_truth_outcomes.json``. ``--truth rules`` instead labels the runs with this
+checkout's verdict (the bench's figures before 2026-11-27: in-sample, the rules judging themselves). Rules and
+settings may be tuned on searcher seeds 0-9 only; the bench's default seeds are 10-19, kept for judging.
 
 The sweep: the demo's space (``sweep/search_spaces/demo_cpu.yaml``) with KL and n held at the truth's
 (0.1 and 8), so a trial's setting is its learning rate: each trial is matched to the truth setting
 nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON line:
-``top1_in_truth_top`` (share of searcher seeds whose #1 is in the truth's top set; target >= 0.9),
+``top1_in_truth_top`` (share of searcher seeds whose #1 is in the 30-step truth's top set, whatever the sweep's
+horizon: what the users' long runs would crown; target >= 0.9), ``wrong_direction`` (trials called "too low" at an LR
+above the truth's learning band, or "too high" below it; target 0),
 ``top1_learns`` (share of seeds whose #1 the sweep itself labels "learns": held-out pass@1 above the base
 outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
@@ -47,11 +49,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import record  # noqa: E402
 from sweep.verdict.labels import TrialEvidence, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
 TRUTH_SPACE = ROOT / "bench" / "verdict_truth.yaml"
 TRUTH_DATA = ROOT / "bench" / "data" / "verdict_truth.json"
+OUTCOME_DATA = ROOT / "bench" / "data" / "verdict_truth_outcomes.json"
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
 CURVES = ("variance_per_prompt", "update_kl", "update_norm", "clip_frac", "kl", "entropy", "tool_error_rate")
 HORIZONS = (5, 10, 15, 20, 25, 30)
@@ -216,7 +220,10 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     settings = [(r, truth[horizon_of(int(r.get("steps", 0)))]["settings"]) for r in judged]
     matched = [(r, nearest(float(r["config"]["optim.lr"]), s)) for r, s in settings]
     around = [bracket(float(r["config"]["optim.lr"]), s) for r, s in settings]
-    top = truth[horizon_of(max(int(r.get("steps", 0)) for r in rows))]["top"]
+    top = truth[str(HORIZONS[-1])]["top"]  # the ranking's #1 against what holds at the users' horizon, not the sweep's
+    band = truth[str(HORIZONS[-1])].get("band") or [s["lr"] for s in truth[str(HORIZONS[-1])]["settings"] if s["label"] == "learns"]
+    wrong = [(lr, v) for lr, v in ((float(r["config"]["optim.lr"]), r["verdict"]) for r in judged)
+             if band and ((v == "too low" and lr > max(band)) or (v == "too high" and lr < min(band)))]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     clear = [(r, s, b) for (r, s), b in zip(matched, around) if s["label"] not in UNCLEAR]  # a truth to judge against
@@ -225,13 +232,14 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
     return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
-            "collapsed_above_learner": collapsed, "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
+            "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
             "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
-def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None) -> None:
-    truth = _truth()
+def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None,
+              truth_kind: str = "outcome") -> None:
+    truth = _truth(truth_kind)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     space = bench_space(folder, steps, eval_interval, grace_period)
@@ -243,7 +251,8 @@ def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: in
         result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
-    print(json.dumps(summarize(per_seed, steps, truth, [folder])))
+    summary = summarize(per_seed, steps, truth, [folder], truth_kind)
+    record(f"verdict_bench_{truth_kind}", per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
 
 def rejudged(board: Path) -> list[dict[str, Any]]:
@@ -259,10 +268,10 @@ def rejudged(board: Path) -> list[dict[str, Any]]:
     return judged_rows(fates, open_storage(str(board.parent.parent)), board.parent.name)
 
 
-def judge_kept(folders: list[Path]) -> None:
+def judge_kept(folders: list[Path], truth_kind: str = "outcome") -> None:
     """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again
     together by this checkout's verdict rules."""
-    truth = _truth()
+    truth = _truth(truth_kind)
     per_seed, steps = [], 0
     for folder in folders:
         for board in sorted(folder.glob("s*/demo_cpu/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
@@ -273,18 +282,25 @@ def judge_kept(folders: list[Path]) -> None:
             print(json.dumps(result))
     if not per_seed:
         raise SystemExit(f"no bench sweeps (s<seed>/demo_cpu/leaderboard.json) under {', '.join(map(str, folders))}")
-    print(json.dumps(summarize(per_seed, steps, truth, folders)))
+    summary = summarize(per_seed, steps, truth, folders, truth_kind)
+    record(f"verdict_bench_{truth_kind}", per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
 
-def _truth() -> dict[str, Any]:
-    """The truth table from the grid's committed runs, labelled by this checkout's rules (the table stored
-    beside them is the one their commit's rules gave)."""
+def _truth(kind: str = "outcome") -> dict[str, Any]:
+    """The truth the bench judges against. ``outcome`` (default): what the grid's runs did, by rules that read
+    nothing of the verdict, frozen in ``bench/data/verdict_truth_outcomes.json`` (``bench/outcome_truth.py``).
+    ``rules``: the grid's runs labelled by this checkout's own verdict rules (in-sample: how a 10-step run agrees
+    with 30-step runs under the same rules, not whether the rules are right; the bench's figures before 2026-11-27)."""
     if not TRUTH_DATA.is_file():
         raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
-    return truth_table(json.loads(TRUTH_DATA.read_text()))
+    if kind == "rules":
+        return truth_table(json.loads(TRUTH_DATA.read_text()))
+    if not OUTCOME_DATA.is_file():
+        raise SystemExit(f"no outcome truth at {OUTCOME_DATA}: make it with `python bench/outcome_truth.py`")
+    return json.loads(OUTCOME_DATA.read_text())["truth"]
 
 
-def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path]) -> dict[str, Any]:
+def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path], truth_kind: str = "outcome") -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
     bracketed = [a for r in per_seed for a in r["agree_bracketed"]]
     decided = [a for r in per_seed for a in r["agree_decided"]]
@@ -293,11 +309,12 @@ def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any],
     intervals = sorted({d["trainer"]["eval"]["interval"] for d in spaces})
     samples = sorted({d["trainer"]["eval"].get("n_samples") for d in spaces} - {None})
     graces = sorted({d["scheduler"]["grace_period"] for d in spaces})
-    return {"bench": "verdict", "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
+    return {"bench": "verdict", "truth": truth_kind, "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
             "grace_period": graces,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
+            "wrong_direction": sum(r.get("wrong_direction", 0) for r in per_seed),
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
             "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
             "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,
@@ -313,18 +330,21 @@ def main() -> int:
     parser.add_argument("--results", type=Path, nargs="+",
                         help="truth: existing runs of bench/verdict_truth.yaml ({storage}/verdict_truth) to read; later folders fill runs the first lacks; "
                              "judge: --keep folders of earlier bench runs, judged together")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="searcher seeds (one sweep each)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
+                        help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
+    parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
+                        help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
     args = parser.parse_args()
     if args.mode == "truth":
         make_truth(args.results)
     elif args.mode == "judge":
-        judge_kept(args.results or [])
+        judge_kept(args.results or [], args.truth)
     else:
-        run_bench(args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period)
+        run_bench(args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth)
     return 0
 
 

@@ -1,0 +1,132 @@
+"""A ground truth made from outcomes only: what each learning rate of the truth grid did, over its seeds.
+
+    python bench/outcome_truth.py        # bench/data/verdict_truth.json's runs -> bench/data/verdict_truth_outcomes.json
+
+The verdict bench (``bench/verdict.py``) judges the sweep's labels against this. It reads nothing of
+``sweep/verdict/``: no label, rule or threshold of the code it judges, so changing those cannot move it (a test
+holds that). Its rules, written before the judging seeds (10-19) ran and frozen with its labels in the data file:
+
+- A run's **gain** at horizon h is the mean pass@1 over the held-out tasks of its last two evals up to h, minus the
+  base's; its **noise** is the half-width of a 90% task-bootstrap interval of that gain (tasks resampled with
+  their base and trial counts paired, 2,000 draws, a fixed seed). A run is **up** when its interval is above 0 and
+  its gain at least 0.03, **down** when its interval is below 0 and its gain at most -0.03, else **level** (0.03 is a
+  tenth of the best settings' 30-step gains, 9 of the 288 held-out episodes of two evals: a policy an LR barely moves
+  has a paired interval so narrow that a gain of 0.01 would otherwise count as learning). A run has **fallen** at h when it is down, or when its gain is below its
+  own best earlier window's gain by more than its noise.
+- A setting **learns** at h when every seed is up and none has fallen; is **too high** when most seeds have fallen;
+  is **level** when every seed is level and none has fallen. The **learning band** is the LRs that learn at 30
+  steps. A level setting below the band is **too low**; a level setting inside or above it is **flat**. Anything
+  else is **mixed** (no trial is judged against it).
+- The **top set** at h: the settings whose mean gain over seeds is within noise of the best's (the difference is
+  at most the root sum of squares of the two means' noises, each the seeds' noises combined over the seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "bench" / "data" / "verdict_truth.json"
+OUTCOMES = ROOT / "bench" / "data" / "verdict_truth_outcomes.json"
+HORIZONS = (5, 10, 15, 20, 25, 30)
+WINDOW = 2  # evals averaged into a gain (the sweep's default window, a fact of the data: not read from the code)
+DRAWS = 2000
+LEVEL = 0.90  # the bootstrap interval
+MIN_GAIN = 0.03  # a gain smaller than this is level, however narrow its interval
+RULES = __doc__.split("before the judging seeds (10-19) ran and frozen with its labels in the data file:", 1)[1].strip()
+
+
+def task_gains(base: dict[str, Sequence[int]], evals: Sequence[dict[str, Sequence[int]]]) -> list[float]:
+    """Per held-out task (sorted by key): the evals' mean pass rate minus the base's; counts are [passes, samples]."""
+    return [fmean(e[t][0] / e[t][1] for e in evals) - base[t][0] / base[t][1] for t in sorted(base)]
+
+
+def gain_and_noise(base: dict[str, Sequence[int]], evals: Sequence[dict[str, Sequence[int]]], seed: int = 0) -> tuple[float, float, float, float]:
+    """(gain, noise, low, high): the mean of the task gains, and its task-bootstrap interval's half-width and ends."""
+    import numpy as np
+
+    per_task = np.array(task_gains(base, evals))
+    draws = np.sort(per_task[np.random.default_rng(seed).integers(0, len(per_task), size=(DRAWS, len(per_task)))].mean(axis=1))
+    low, high = float(draws[int((1 - LEVEL) / 2 * DRAWS)]), float(draws[int((1 + LEVEL) / 2 * DRAWS) - 1])
+    return float(per_task.mean()), (high - low) / 2, low, high
+
+
+def run_outcomes(base: dict[str, Sequence[int]], run: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """A run at each horizon: gain, noise, interval, and whether it is up, down or level, and has fallen."""
+    out: dict[int, dict[str, Any]] = {}
+    best_earlier: float | None = None
+    evals = sorted(run["evals"], key=lambda e: e["step"])
+    for h in HORIZONS:
+        seen = [e["tasks"] for e in evals if e["step"] <= h]
+        if not seen:
+            continue
+        gain, noise, low, high = gain_and_noise(base, seen[-WINDOW:])
+        state = "up" if low > 0 and gain >= MIN_GAIN else "down" if high < 0 and gain <= -MIN_GAIN else "level"
+        fallen = state == "down" or (best_earlier is not None and best_earlier - gain > noise)
+        out[h] = {"gain": gain, "noise": noise, "low": low, "high": high, "state": state, "fallen": fallen}
+        best_earlier = gain if best_earlier is None else max(best_earlier, gain)
+    return out
+
+
+def setting_label(seeds: Sequence[dict[str, Any]]) -> str:
+    """learns, too high, level or mixed, from the seeds' outcomes at one horizon (``level`` is split by the band)."""
+    fallen = sum(s["fallen"] for s in seeds)
+    if all(s["state"] == "up" for s in seeds) and not fallen:
+        return "learns"
+    if 2 * fallen > len(seeds):
+        return "too high"
+    if all(s["state"] == "level" for s in seeds) and not fallen:
+        return "level"
+    return "mixed"
+
+
+def outcome_truth(data: dict[str, Any]) -> dict[str, Any]:
+    """Per horizon: every setting's seeds' gains and noises, its label, and the top set (``bench/verdict.py``'s shape)."""
+    base = data["base"]["tasks"]
+    by_lr: dict[float, list[dict[int, dict[str, Any]]]] = defaultdict(list)
+    for run in data["runs"]:
+        by_lr[run["lr"]].append(run_outcomes(base, run))
+    labels = {h: {lr: setting_label([r[h] for r in runs]) for lr, runs in by_lr.items()} for h in HORIZONS}
+    band = sorted(lr for lr, label in labels[HORIZONS[-1]].items() if label == "learns")
+    table: dict[str, Any] = {}
+    for h in HORIZONS:
+        settings = []
+        for lr, runs in sorted(by_lr.items()):
+            label = labels[h][lr]
+            if label == "level":
+                label = "too low" if band and lr < band[0] else "flat"
+            gains, noises = [r[h]["gain"] for r in runs], [r[h]["noise"] for r in runs]
+            settings.append({"lr": lr, "gains": gains, "noises": noises, "mean": fmean(gains),
+                             "se": math.sqrt(sum(n * n for n in noises)) / len(noises), "states": [r[h]["state"] for r in runs],
+                             "fallen": [r[h]["fallen"] for r in runs], "label": label})
+        best = max(settings, key=lambda s: s["mean"])
+        top = [s["lr"] for s in settings if best["mean"] - s["mean"] <= math.hypot(best["se"], s["se"])]
+        table[str(h)] = {"settings": settings, "top": top, "top_share": len(top) / len(settings), "band": band}
+    return table
+
+
+def main() -> int:
+    data = json.loads(RUNS.read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    truth = outcome_truth(data)
+    OUTCOMES.write_text(json.dumps({"rules": RULES, "runs": str(RUNS.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"), "commit": commit,
+                                    "truth": truth}, indent=1))
+    for h, row in truth.items():
+        print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
+    print(json.dumps({"bench": "outcome_truth", "data": str(OUTCOMES.relative_to(ROOT)), "commit": commit,
+                      "labels_30": {f"{s['lr']:.0e}": s["label"] for s in truth["30"]["settings"]},
+                      "top_30": truth["30"]["top"], "top_share_30": round(truth["30"]["top_share"], 3), "band": truth["30"]["band"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The verdict bench's ground truth is made from outcomes only (``bench/outcome_truth.py``): hand-worked gains and
+labels, no import of the code it judges, and no verdict threshold can move it."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.outcome_truth import MIN_GAIN, OUTCOMES, RUNS, gain_and_noise, outcome_truth, setting_label, task_gains
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_gain_is_the_mean_over_tasks_of_the_window_minus_the_base():
+    base = {"a": [2, 4], "b": [0, 4]}  # 0.5 and 0.0
+    evals = [{"a": [3, 4], "b": [1, 4]}, {"a": [4, 4], "b": [0, 4]}]  # a: 0.75, 1.0 -> 0.875; b: 0.25, 0.0 -> 0.125
+    assert task_gains(base, evals) == [0.375, 0.125]
+    gain, noise, low, high = gain_and_noise(base, evals)
+    assert gain == pytest.approx(0.25) and 0.125 <= low <= gain <= high <= 0.375 and noise == pytest.approx((high - low) / 2)
+    same = gain_and_noise(base, [base])  # a policy that did not move: no gain, no noise
+    assert same == (0.0, 0.0, 0.0, 0.0)
+
+
+def _seed(state: str, fallen: bool = False) -> dict:
+    return {"state": state, "fallen": fallen}
+
+
+def test_a_settings_label_follows_its_seeds():
+    assert setting_label([_seed("up")] * 3) == "learns"
+    assert setting_label([_seed("up"), _seed("up"), _seed("level")]) == "mixed"  # not every seed above its noise
+    assert setting_label([_seed("down", True), _seed("level", True), _seed("up")]) == "too high"  # most fell
+    assert setting_label([_seed("level")] * 3) == "level"
+    assert setting_label([_seed("up"), _seed("up"), _seed("up", True)]) == "mixed"  # a learner that fell back is no learner
+
+
+def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkeypatch):
+    """Every default of ``sweep.verdict.thresholds.Thresholds`` pushed far off, and the verdict's own functions
+    broken: the outcome truth is the same, and the same as the frozen file's."""
+    source = ast.parse((ROOT / "bench" / "outcome_truth.py").read_text())
+    imported = {getattr(n, "module", None) or a.name for n in ast.walk(source) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    assert not any(name and name.startswith("sweep") for name in imported), imported
+    data = json.loads(RUNS.read_text())
+    before = outcome_truth(data)
+    import sweep.verdict.labels as labels
+    import sweep.verdict.score as score
+    from sweep.verdict.thresholds import Thresholds
+
+    for f in dataclasses.fields(Thresholds):
+        monkeypatch.setattr(Thresholds, f.name, (f.default or 1.0) * 100, raising=False)
+    monkeypatch.setattr(labels, "verdict", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the verdict")))
+    monkeypatch.setattr(score, "score_trials", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the score")))
+    after = outcome_truth(data)
+    assert after == before
+    frozen = json.loads(OUTCOMES.read_text())["truth"]
+    assert {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in after.items()} == \
+           {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}
+
+
+def test_the_frozen_truth_at_30_steps():
+    """What the frozen file says, as README reports it (a change of the rules or the runs shows here)."""
+    truth = json.loads(OUTCOMES.read_text())["truth"]["30"]
+    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == {
+        "1e-06": "too low", "3e-06": "mixed", "1e-05": "learns", "3e-05": "learns", "1e-04": "learns", "3e-04": "mixed",
+        "1e-03": "too high", "3e-03": "too high"}
+    assert truth["top"] == [3e-05, 1e-04] and truth["band"] == [1e-05, 3e-05, 1e-04] and MIN_GAIN == 0.03
