@@ -106,6 +106,11 @@ def task_results(trajectories: list[Trajectory]) -> dict[str, list[int]]:
     return results
 
 
+def task_envs(trajectories: list[Trajectory]) -> dict[str, str]:
+    """Each held-out task's env_key: what a per-env bootstrap picks its tasks by."""
+    return {t.task_key: t.env_key for t in trajectories}
+
+
 def trajectory_record(t: Trajectory, chat: ChatFormat) -> dict:
     return {
         "input_prompt": chat.decode(t.token_ids[: t.prompt_length]),
@@ -130,12 +135,12 @@ def write_eval(output_dir: str | Path, global_step: int, trajectories: list[Traj
         with open(step_dir / f"{env_key}.jsonl", "w") as f:
             for t in items:
                 f.write(json.dumps(trajectory_record(t, chat)) + "\n")
-    append_aggregate(root, {"global_step": global_step, **metrics, "tasks": task_results(trajectories)})
+    append_aggregate(root, {"global_step": global_step, **metrics, "tasks": task_results(trajectories), "task_envs": task_envs(trajectories)})
     return step_dir
 
 
 def append_aggregate(output_dir: str | Path, line: dict[str, Any]) -> None:
-    """One eval's line in ``aggregated_results.jsonl``: its metrics and its per-task results."""
+    """One eval's line in ``aggregated_results.jsonl``: its metrics, its per-task results and each task's env."""
     with open(Path(output_dir) / "aggregated_results.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
 

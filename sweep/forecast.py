@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean
 
+from sweep.verdict.thresholds import Thresholds
 from toolenvs.outcomes import passed
 
-SATURATED = 0.9  # mean success above this: the base policy already solves the env
-FAILING = 0.05  # mean success below this: almost never solved, almost no signal
+SATURATED = Thresholds().saturated  # mean success at or above this: the base policy already solves the env (the report's bar)
+FAILING = Thresholds().failing  # mean success at or below this: almost never solved, almost no signal
 
 
 def zero_variance_probability(p: float, n: int) -> float:

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.report import plots
+from sweep.report.envs import EnvRow, SweepEnv, env_advice, env_table, sweep_envs
 from sweep.report.importance import MIN_COMPLETE, Importance, param_importance
-from sweep.report.judge import Judged, judge
+from sweep.report.judge import TRAIN_WINDOW, Judged, judge, score_window
 from sweep.report.load import SweepData, load_sweep, uses_eval
 from sweep.report.rules import Diagnosis, diagnose
 from sweep.report.store import SweepStore
-from sweep.report.summary import EnvRow, TrialSummary, env_table, leaderboard, metric_key, pass_series, train_series
+from sweep.report.summary import TrialSummary, leaderboard, metric_key, pass_series, train_series
 from sweep.report.trajectories import TrajectoryAnalysis, analyze, read_episodes
 from sweep.verdict.summary import verdict_text
 from sweep.verdict.thresholds import Thresholds
@@ -43,13 +44,15 @@ class Report:
     swept_keys: list[str]
     thresholds: Thresholds
     trials: list[TrialSummary]
-    env_rows: list[EnvRow]
+    env_rows: list[EnvRow]  # the winner's (its diagnoses)
     diagnoses: list[Diagnosis]
     importance: Importance
     trajectories: TrajectoryAnalysis
     judged: list[Judged] = field(default_factory=list)
     verdict: str = ""
     plots: dict[str, Path] = field(default_factory=dict)
+    env_tables: dict[str, list[EnvRow]] = field(default_factory=dict)  # every trial's, by trial id, in the ranking's order
+    envs: list[SweepEnv] = field(default_factory=list)  # each env across the sweep
 
     @property
     def best(self) -> TrialSummary | None:
@@ -121,15 +124,16 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
     judged = judge(sweep, _statuses(list(summaries.values())), th)
     trials = [summaries[j.trial_id] for j in judged]  # the verdict's order, the one ranking
     by_id = {t.trial_id: t for t in sweep.trials}
-    best = by_id[judged[0].trial_id] if judged and judged[0].score.gain is not None else None
-    env_rows = env_table(best, use_eval, th) if best else []
+    size = score_window(sweep) if use_eval else TRAIN_WINDOW
+    env_tables = {j.trial_id: env_table(by_id[j.trial_id], use_eval, size, th) for j in judged}
+    env_rows = env_tables[judged[0].trial_id] if judged and judged[0].score.gain is not None else []
     ranked = [(j.trial_id, {k: summaries[j.trial_id].config.get(k) for k in sweep.swept_keys}, j.score, j.verdict) for j in judged]
     rep = Report(
         name=sweep.name, uri=sweep.uri, metric=metric_key(use_eval), use_eval=use_eval, swept_keys=sweep.swept_keys, thresholds=th,
         trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th), importance=importance,
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
-        judged=judged,
+        judged=judged, env_tables=env_tables, envs=sweep_envs(env_tables, {t.trial_id: t.steps for t in trials}),
     )
-    rep.verdict = verdict_text(ranked, rep.base)
+    rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), env_advice(rep.envs)]))
     rep.plots = _plots(sweep, rep, out)
     return rep

@@ -64,22 +64,31 @@ def _json_lines(text: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def _dump_results(store: SweepStore, traj: str, step: int) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Per task ``[passes, valid episodes]`` and its env, from one eval's dumps (``global_step_N/{env_key}.jsonl``)."""
+    tasks: dict[str, list[int]] = {}
+    envs: dict[str, str] = {}
+    folder = f"{traj}/global_step_{step}"
+    for name in store.files(folder):
+        for record in _json_lines(store.read_text(f"{folder}/{name}")):
+            extras = record.get("env_extras") or {}
+            key = str(extras.get("task_key", "?"))
+            counts = tasks.setdefault(key, [0, 0])
+            envs[key] = str(extras.get("env_key") or name.removesuffix(".jsonl"))
+            if not extras.get("env_error"):
+                counts[0] += passed(float(record.get("score") or 0.0))
+                counts[1] += 1
+    return tasks, envs
+
+
 def _with_task_results(store: SweepStore, traj: str, evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each eval line with its per-task results; lines written before they were recorded get them from
-    the eval's dumps (``global_step_N/*.jsonl``), when those are there."""
+    """Each eval line with its per-task results and their envs; lines written before they were recorded get
+    them from the eval's dumps, when those are there (a line's own results win)."""
     out = []
     for line in evals:
-        if "tasks" not in line and "global_step" in line:
-            tasks: dict[str, list[int]] = {}
-            folder = f"{traj}/global_step_{int(line['global_step'])}"
-            for name in store.files(folder):
-                for record in _json_lines(store.read_text(f"{folder}/{name}")):
-                    extras = record.get("env_extras") or {}
-                    counts = tasks.setdefault(str(extras.get("task_key", "?")), [0, 0])
-                    if not extras.get("env_error"):
-                        counts[0] += passed(float(record.get("score") or 0.0))
-                        counts[1] += 1
-            line = {**line, "tasks": tasks} if tasks else line
+        if "global_step" in line and "task_envs" not in line:
+            tasks, envs = _dump_results(store, traj, int(line["global_step"]))
+            line = {"tasks": tasks, **line, "task_envs": envs} if tasks else line
         out.append(line)
     return out
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.report.build import Report
+from sweep.report.envs import STATUSES
 
 
 @dataclass
@@ -73,19 +74,42 @@ def _verdicts(rep: Report) -> Section:
     return s
 
 
+def _delta(r) -> str:
+    spread = f" [{r.low:+.3f}, {r.high:+.3f}]" if r.low is not None else ""
+    return f"{r.delta:+.3f}{spread}"
+
+
 def _envs(rep: Report) -> Section:
     th = rep.thresholds
-    who = f"trial {rep.best.trial_id}, #1" if rep.best else "no trial with a trained eval"
-    s = Section("envs", f"Environments of the winner ({who})", [
-        f"Status from pass@1 at the first point vs the best point: SATURATED if first ≥ {th.saturated}, FAILING if best ≤ {th.failing}, "
-        f"IMPROVED if best − first ≥ {th.min_delta}, else FLAT. Signal: share of training steps with the env's variance_per_prompt > 0.",
+    last = "the mean of its last evals" if rep.use_eval else "the mean of its last training steps"
+    s = Section("envs", "Environments, trial by trial", [
+        f"Each trial's pass@1 per env: base → last ({last}), its best point beside it, and the change last − base with a 90% bootstrap "
+        f"interval over the env's held-out tasks. Status on base vs last and its noise: REGRESSED if below the base beyond noise by ≥ "
+        f"{th.min_delta}; SATURATED if the base ≥ {th.saturated}; FAILING if base and last ≤ {th.failing}; IMPROVED if above the base "
+        f"beyond noise by ≥ {th.min_delta}; else FLAT. Signal: share of training steps with the env's variance_per_prompt > {th.no_signal}.",
     ])
-    s.header = ["env", "first (step)", "best (step)", "delta", "status", "steps with signal", "mean variance_per_prompt", "env errors"]
-    for r in rep.env_rows:
-        signal = f"{100 * r.signal_frac:.0f}%" if r.signal_frac is not None else "-"
-        errors = f"{100 * r.env_error_frac:.0f}%" if r.env_error_frac is not None else "-"
-        s.rows.append([r.env, f"{_f(r.first)} ({r.first_step})", f"{_f(r.best)} ({r.best_step})", f"{r.delta:+.3f}", r.status, signal,
-                       _f(r.variance_mean), errors])
+    s.header = ["#", "trial", "env", "base → last", "best (step)", "change [90%]", "status", "steps with signal", "mean variance_per_prompt",
+                "env errors"]
+    for rank, j in enumerate(rep.judged, 1):
+        for r in rep.env_tables.get(j.trial_id, []):
+            signal = f"{100 * r.signal_frac:.0f}%" if r.signal_frac is not None else "-"
+            errors = f"{100 * r.env_error_frac:.0f}%" if r.env_error_frac is not None else "-"
+            s.rows.append([str(rank), j.trial_id, r.env, f"{_f(r.base)} → {_f(r.last)}", f"{_f(r.best)} ({r.best_step})", _delta(r), r.status,
+                           signal, _f(r.variance_mean), errors])
+    if not s.rows:
+        s.lines = ["No per-env results (no trial reported a per-env pass@1)."]
+    return s
+
+
+def _sweep_envs(rep: Report) -> Section:
+    s = Section("sweep-envs", "Environments across the sweep", [
+        "Each env over every trial: how many trials gave it each status, and the share of all their training steps with signal. "
+        "No signal: no trial learned from it (no step with signal, or SATURATED or FAILING in every trial)."])
+    s.header = ["env", "base", *STATUSES, "steps with signal", "no signal"]
+    s.rows = [[e.env, _f(e.base), *[str(e.statuses.get(status, 0)) for status in STATUSES],
+               f"{100 * e.signal_frac:.0f}%" if e.signal_frac is not None else "-", "yes" if e.no_signal else ""] for e in rep.envs]
+    if not s.rows:
+        s.lines = ["No per-env results."]
     return s
 
 
@@ -103,7 +127,7 @@ def _importance(rep: Report) -> Section:
 
 
 def _diagnoses(rep: Report) -> Section:
-    s = Section("diagnoses", "Environment diagnoses", ["Explicit rules (sweep/report/rules.py) on the winner's environments, with their numbers."])
+    s = Section("diagnoses", "Environment diagnoses", ["Explicit rules (sweep/report/rules.py) on the winner's environments (#1's rows above), with their numbers."])
     s.header = ["rule", "subject", "finding", "evidence"]
     s.rows = [[d.rule, d.subject, d.finding, d.evidence] for d in rep.diagnoses]
     if not s.rows:
@@ -130,7 +154,7 @@ def sections(rep: Report) -> list[Section]:
     curves = Section("curves", "Learning curves", [f"Per trial, in its verdict's colour, steps shared: `{rep.metric}` (the dashed line is the "
                                                   "shared base), variance_per_prompt, the update's KL and the KL to the reference (log scales)."],
                      plots=[("learning curves", rep.plots["learning curves"])] if "learning curves" in rep.plots else [])
-    return [_verdict(rep), _leaderboard(rep), curves, _verdicts(rep), _envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
+    return [_verdict(rep), _leaderboard(rep), curves, _verdicts(rep), _envs(rep), _sweep_envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
 
 
 def _md_cell(text: str) -> str:

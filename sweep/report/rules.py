@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sweep.report.summary import EnvRow
+from sweep.report.envs import EnvRow
 from sweep.verdict.thresholds import EPS, Thresholds
 
 
@@ -29,15 +29,15 @@ EnvRule = Callable[[EnvRow, Thresholds], "tuple[str, str] | None"]
 def env_saturated(row: EnvRow, th: Thresholds) -> tuple[str, str] | None:
     if row.status != "SATURATED":
         return None
-    return (f"env saturated at step {row.first_step}: no signal, nothing to learn",
-            f"pass@1 {row.first:.3f} ≥ {th.saturated} at step {row.first_step}")
+    return ("env saturated at the base: no signal, nothing to learn",
+            f"pass@1 {row.base:.3f} ≥ {th.saturated} at step {row.base_step}")
 
 
 def env_failing(row: EnvRow, th: Thresholds) -> tuple[str, str] | None:
     if row.status != "FAILING":
         return None
     return ("env never solved: its groups are all zeros (easier tasks, more samples per prompt or a stronger base policy)",
-            f"best pass@1 {row.best:.3f} ≤ {th.failing} (step {row.best_step})")
+            f"pass@1 {row.base:.3f} at the base and {row.last:.3f} at the end, both ≤ {th.failing}")
 
 
 def env_errors(row: EnvRow, th: Thresholds) -> tuple[str, str] | None:

@@ -1,4 +1,4 @@
-"""Per-trial and per-env summaries of a loaded sweep: the leaderboard rows and the best trial's env table.
+"""Per-trial summaries of a loaded sweep: the leaderboard rows (per-env tables: ``envs``).
 
 The headline metric is held-out ``eval/avg_pass_at_1`` when the sweep ran eval, else the training
 ``reward/avg_pass_at_1``; every table says which. Eval points come from ``aggregated_results.jsonl``
@@ -8,11 +8,9 @@ The headline metric is held-out ``eval/avg_pass_at_1`` when the sweep ran eval, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import fmean
 from typing import Any
 
 from sweep.report.load import EVAL_METRIC, TRAIN_METRIC, SweepData, TrialData, uses_eval
-from sweep.verdict.thresholds import EPS, Thresholds
 
 Series = list[tuple[int, float]]
 EARLY_STOPS = {"asha": "ASHA", "median": "median stopping", "pbt": "PBT"}  # by the sweep's scheduler.type
@@ -107,56 +105,3 @@ def leaderboard(sweep: SweepData) -> list[TrialSummary]:
     total = _total_steps(sweep)
     rows = [summarize_trial(t, use_eval, board, total, sweep.scheduler) for t in sweep.trials]
     return sorted(rows, key=lambda r: (r.best is None, -(r.best or 0.0), -r.steps, r.trial_id))
-
-
-@dataclass
-class EnvRow:
-    env: str
-    first: float
-    first_step: int
-    best: float
-    best_step: int
-    delta: float
-    status: str
-    signal_frac: float | None  # share of steps with the env's variance_per_prompt > 0
-    variance_mean: float | None
-    env_error_frac: float | None = None  # mean share of its training episodes that were environment errors
-
-
-def env_status(first: float, best: float, th: Thresholds) -> str:
-    """SATURATED, FAILING, IMPROVED or FLAT (see ``thresholds.py``)."""
-    if first >= th.saturated - EPS:
-        return "SATURATED"
-    if best <= th.failing + EPS:
-        return "FAILING"
-    return "IMPROVED" if best - first >= th.min_delta - EPS else "FLAT"
-
-
-def envs_of(trial: TrialData) -> list[str]:
-    keys = set().union(*(r.keys() for r in trial.rows), *(e.keys() for e in trial.evals)) if trial.rows or trial.evals else set()
-    return sorted({k.split("/")[1] for k in keys if k.count("/") == 2 and k.endswith("/pass_at_1") and k.split("/")[0] in ("eval", "reward")})
-
-
-def env_row(trial: TrialData, env: str, use_eval: bool, th: Thresholds) -> EnvRow | None:
-    points = pass_series(trial, use_eval, env) or pass_series(trial, False, env)
-    if not points:
-        return None
-    best = max(points, key=lambda p: p[1])
-    variance = [v for _, v in train_series(trial, f"reward/{env}/variance_per_prompt")]
-    errors = [v for _, v in train_series(trial, f"reward/{env}/env_error_frac")]
-    return EnvRow(
-        env=env,
-        first=points[0][1],
-        first_step=points[0][0],
-        best=best[1],
-        best_step=best[0],
-        delta=best[1] - points[0][1],
-        status=env_status(points[0][1], best[1], th),
-        signal_frac=sum(v > 0 for v in variance) / len(variance) if variance else None,
-        variance_mean=fmean(variance) if variance else None,
-        env_error_frac=fmean(errors) if errors else None,
-    )
-
-
-def env_table(trial: TrialData, use_eval: bool, th: Thresholds) -> list[EnvRow]:
-    return [row for env in envs_of(trial) if (row := env_row(trial, env, use_eval, th))]

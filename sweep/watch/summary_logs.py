@@ -3,7 +3,7 @@
 TensorBoard: ``{sweep}/tensorboard_hparams/{trial}``, one run per trial holding its swept keys (and its verdict's
 label) as hparams, and as metrics the report's score (``score/gain``: held-out gain over the base) and the
 ranking metric's best and last values. W&B (``logging.wandb`` on): a run in the sweep's group holding the
-leaderboard as a table and the verdict in words (the run's notes and ``summary.verdict``). Both read the report
+leaderboard and every trial's per-env rows as tables, and the verdict in words (the run's notes and ``summary.verdict``). Both read the report
 (``sweep.report.build.Report``), so every number matches it. Leaves out per-step curves: the trials' own
 TensorBoard files and W&B runs have those.
 """
@@ -39,6 +39,19 @@ def leaderboard_table(rep: Report) -> tuple[list[str], list[list[Any]]]:
         base = j.evidence.base.pass_at_1 if j.evidence.base else None
         rows.append([rank, j.trial_id, *[_plain(t.config.get(k)) for k in keys], base, t.best, t.last, j.score.gain, j.score.low,
                      j.score.high, j.verdict.label, j.verdict.why, t.steps, t.stop])
+    return columns, rows
+
+
+def env_tables(rep: Report) -> tuple[list[str], list[list[Any]]]:
+    """Every trial's per-env rows (the report's ``Environments, trial by trial``), in the ranking's order."""
+    from sweep.report.envs import describe
+
+    columns, rows = [], []
+    for rank, j in enumerate(rep.judged, start=1):
+        for row in rep.env_tables.get(j.trial_id, []):
+            values = describe(row)
+            columns = ["rank", "trial", *values]
+            rows.append([rank, j.trial_id, *values.values()])
     return columns, rows
 
 
@@ -100,6 +113,9 @@ def write_wandb(rep: Report, cfg: SweepConfig) -> str:
     )
     try:
         run.log({"leaderboard": wandb.Table(columns=columns, data=rows, allow_mixed_types=True)})
+        env_columns, env_rows = env_tables(rep)
+        if env_rows:
+            run.log({"envs": wandb.Table(columns=env_columns, data=env_rows, allow_mixed_types=True)})
         run.summary["verdict"] = rep.verdict
         if rep.judged and rep.judged[0].score.gain is not None:
             run.summary["winner"] = rep.judged[0].trial_id

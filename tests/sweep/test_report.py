@@ -42,12 +42,23 @@ def test_leaderboard_ranks_by_the_verdicts_score_and_says_why_each_stopped(repor
     assert rows["cccc0003"].steps == 2 and rows["cccc0003"].wall_s == pytest.approx(20.0)
 
 
-def test_env_table_of_the_best_trial(report):
+def test_env_table_of_every_trial(report):
     rows = {r.env: r for r in report.env_rows}
     assert {e: r.status for e, r in rows.items()} == {"hotel": "IMPROVED", "mail": "SATURATED", "github": "FAILING", "zillow": "FLAT"}
-    assert rows["hotel"].delta == pytest.approx(0.3) and rows["hotel"].best_step == 2
+    # hotel: base 0.2, last = the mean of the last two evals (0.5 + 0.45) / 2; best 0.5 at step 2, shown, not judged on
+    assert rows["hotel"].last == pytest.approx(0.475) and rows["hotel"].delta == pytest.approx(0.275) and rows["hotel"].best_step == 2
+    assert rows["hotel"].last_steps == (2, 3) and rows["hotel"].low is None  # no per-task results for trained evals here
     assert rows["github"].signal_frac == 0.0 and rows["hotel"].signal_frac == 1.0
     assert rows["hotel"].variance_mean == pytest.approx(0.08)
+    assert report.env_tables["aaaa0001"] == report.env_rows and list(report.env_tables) == [j.trial_id for j in report.judged]
+    # the trial that was too high: mail from 0.95 to (0.7 + 0.5) / 2, REGRESSED (not SATURATED: it fell)
+    fell = {r.env: r for r in report.env_tables["cccc0003"]}
+    assert fell["mail"].status == "REGRESSED" and fell["mail"].last == pytest.approx(0.6) and fell["hotel"].status == "REGRESSED"
+    envs = {e.env: e for e in report.envs}
+    assert envs["github"].no_signal and envs["github"].statuses == {"FAILING": 4} and envs["github"].signal_frac == 0.0
+    assert not envs["mail"].no_signal and envs["mail"].statuses == {"SATURATED": 2, "REGRESSED": 1, "FAILING": 1}
+    assert "No trial learned from 1 of 4 environments: github (failing, base 0.00)" in report.verdict
+    assert "`env.env_keys` without it" in report.verdict
 
 
 def test_one_verdict_per_trial_built_for_it_and_env_diagnoses(report):
@@ -82,9 +93,11 @@ def test_trajectory_failures_grouped_with_an_example(report):
 
 
 def test_cli_writes_the_files_and_prints_the_summary(sweep_dir, tmp_path, capsys):
-    assert main(["report", str(sweep_dir), "--out", str(tmp_path / "r"), "--min-delta", "0.01"]) == 0
+    assert main(["report", str(sweep_dir), "--out", str(tmp_path / "r"), "--min-delta", "0.005"]) == 0
     out = capsys.readouterr().out
-    assert "# Sweep report: fixture_sweep" in out and "| zillow | 0.3 (0) | 0.32 (1) | +0.020 | IMPROVED |" in out
+    # zillow 0.3 -> (0.31 + 0.3) / 2: +0.005, IMPROVED at this min-delta (no per-task results here: no interval)
+    assert "# Sweep report: fixture_sweep" in out and "| 1 | aaaa0001 | zillow | 0.3 → 0.305 | 0.32 (1) | +0.005 | IMPROVED |" in out
+    assert "| github | 0 | 0 | 0 | 0 | 4 | 0 | 0% | yes |" in out  # across the sweep: FAILING in all 4 trials, no signal
     names = sorted(p.name for p in (tmp_path / "r").iterdir())
     assert names == ["importance.png", "index.html", "learning_curves.png", "score_vs_params.png", "summary.md"]
     page = (tmp_path / "r" / "index.html").read_text()

@@ -14,7 +14,7 @@ import pytest
 
 from sweep.__main__ import main
 from sweep.report.build import build_report
-from sweep.report.summary import env_status
+from sweep.report.envs import env_status
 from sweep.verdict.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,8 +65,13 @@ def test_report_of_a_real_sweep_matches_its_numbers(real_sweep, tmp_path, capsys
     assert {t.trial_id: (t.steps, t.stop) for t in rep.trials} == {k: (v["steps"], words[v["status"]]) for k, v in known.items()}
     assert {t.trial_id: t.best for t in rep.trials} == pytest.approx({k: v["best"] for k, v in known.items()})
     best = known[rep.trials[0].trial_id]["hotel"]
-    expected_status = env_status(best[0][1], max(v for _, v in best), Thresholds())
-    assert [(r.env, r.status, r.first_step) for r in rep.env_rows] == [("hotel", expected_status, 0)]
+    last = sum(v for _, v in best[-2:]) / 2  # the demo's window: the last two evals
+    assert [(r.env, r.base_step) for r in rep.env_rows] == [("hotel", 0)]
+    assert rep.env_rows[0].base == pytest.approx(best[0][1]) and rep.env_rows[0].last == pytest.approx(last)
+    # one env: its bootstrap over the env's tasks is the trial's own score's (the same tasks, draws and seed)
+    env, score = rep.env_rows[0], rep.judged[0].score
+    assert env.low is not None and (env.delta, env.low, env.high) == pytest.approx((score.gain, score.low, score.high))
+    assert env.status == env_status(env.base, env.last, env.low, env.high, Thresholds())
     silent = {k for k, v in known.items() if max(v["variance"]) == 0}
     labels = {j.trial_id: j.verdict.label for j in rep.judged}
     assert {k for k, label in labels.items() if label == "no signal"} <= silent, labels
@@ -97,7 +102,7 @@ def test_the_page_renders_in_headless_chromium(real_sweep, tmp_path):
     assert marker in dom, dom[-2000:]
     seen = json.loads(dom.split(marker, 1)[1].split('"', 1)[0].replace("&quot;", '"'))
     assert seen["leaderboard_rows"] == len(list(real_sweep.glob("*/result.json")))
-    assert seen["sections"] == ["verdict", "leaderboard", "curves", "verdicts", "envs", "importance", "diagnoses", "trajectories"]
+    assert seen["sections"] == ["verdict", "leaderboard", "curves", "verdicts", "envs", "sweep-envs", "importance", "diagnoses", "trajectories"]
     assert [(i[0], i[1]) for i in seen["images"]] == [("plot-learning-curves", True), ("plot-score-vs-swept-keys", True)]
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
