@@ -290,6 +290,15 @@ class CurriculumConfig(StrictModel):
         "point (a task it lacks starts at one pass and one fail). None: every task starts at one pass and one fail. Read only "
         "when enabled, so a space can sweep `enabled` over a base that names a probe.",
     )
+    level: Literal["task", "env", "both"] = Field(
+        "task",
+        description="What the learning potential weights. task: each task by its own estimate (an env's share is the sum of its "
+        "tasks'). env: each environment (env_key) keeps its own pass/fail counts (one of each plus its tasks' probe counts, times "
+        "`decay` each time any of its tasks is rolled out); envs are drawn by their potential mixed with `floor` spread evenly over "
+        "envs, and a task evenly within its env, so a saturated or failing env fades but is never starved. both: envs as in env, "
+        "and within an env its tasks by their task-level weights (with the floor), renormalised within the env. A checkpoint "
+        "resumes only at the level kind it was saved with (task, or env/both).",
+    )
 
 
 class DataConfig(StrictModel):

@@ -9,10 +9,20 @@ pass and a fail: the group has signal) or ``p (1 - p)``; draws follow the potent
 ``floor`` share, so a task the policy always or never solves fades but is still drawn now and then, and
 comes back when its estimate moves. Without replacement inside a batch, with replacement across steps.
 
+``level`` says what the potential weights. ``task``: each task alone (an env's share is the sum of its
+tasks'). ``env``: each environment also keeps counts of its own (one pass and one fail plus its tasks' probe
+counts, decayed each time any of its tasks is rolled out); envs are drawn by their potential mixed with a
+``floor`` share spread evenly over envs, and a task evenly within its env. ``both``: envs as in ``env``,
+and within an env its tasks by their task-level probabilities, renormalised within the env. Every level
+reports ``curriculum/{env_key}/weight`` (the env's share of the next draw); env and both also
+``curriculum/{env_key}/pass_rate`` (the env's estimate).
+
 The math is pure functions (tested by hand); ``CurriculumSampler`` holds the counts and a seeded RNG and
-is checkpointed like the plain sampler (``state``/``restore``, JSON). The probe file's format is defined
-here, the lower floor, and written by ``sweep.forecast``. Left out: per-env balancing (an env's share is
-the sum of its tasks' weights, reported as ``curriculum/{env_key}/weight``), and any use of eval tasks.
+is checkpointed like the plain sampler (``state``/``restore``, JSON; the env counts too at env and both
+level, and a checkpoint of the other kind is refused by name). The probe file's format is defined here,
+the lower floor, and written by ``sweep.forecast``. Left out: an env estimate that weighs its tasks
+equally (an env's counts pool every rollout of its tasks, so the tasks drawn more often weigh more in it),
+and any use of eval tasks.
 """
 
 from __future__ import annotations
@@ -92,23 +102,71 @@ def task_results(episodes: Iterable[Any]) -> dict[str, tuple[int, int]]:
     return {key: (p, f) for key, (p, f) in results.items()}
 
 
+def env_results(results: Mapping[str, tuple[int, int]], env_of: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """(passes, fails) of each env: its tasks' ``task_results`` summed (``env_of``: task_key -> env_key); a task
+    not in ``env_of`` counts for none."""
+    summed: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for key, (passes, fails) in results.items():
+        if key in env_of:
+            summed[env_of[key]][0] += passes
+            summed[env_of[key]][1] += fails
+    return {env: (p, f) for env, (p, f) in summed.items()}
+
+
+def starting_env_counts(env_of: Mapping[str, str], prior: Mapping[str, tuple[int, int]]) -> dict[str, list[float]]:
+    """Each env's first counts ``[passes, fails]``: one of each plus the probe's counts of its tasks, summed
+    (``env_of``: task_key -> env_key; envs in order of their first task)."""
+    counts = {env: [1.0, 1.0] for env in env_of.values()}
+    for key, env in env_of.items():
+        passes, fails = prior.get(key, (0, 0))
+        counts[env][0] += passes
+        counts[env][1] += fails
+    return counts
+
+
+def spread_over_envs(env_keys: Sequence[str], env_shares: Mapping[str, float], weights: Sequence[float]) -> list[float]:
+    """Each task's chance per draw when its env gets ``env_shares[env]`` of the draws, split within the env by
+    ``weights``: ``share(env_i) * w_i / (sum of w over env_i's tasks)``; evenly within an env whose weights sum
+    to 0. ``env_keys[i]`` is task i's env. Sums to the shares' sum over the envs that have tasks."""
+    within: dict[str, float] = defaultdict(float)
+    sizes: dict[str, int] = defaultdict(int)
+    for env, w in zip(env_keys, weights):
+        within[env] += w
+        sizes[env] += 1
+    return [env_shares[env] * (w / within[env] if within[env] > 0 else 1.0 / sizes[env]) for env, w in zip(env_keys, weights)]
+
+
+CURRICULUM_LEVELS = ("task", "env", "both")  # data.curriculum.level; env and both keep env counts
+
+
 @dataclass(frozen=True)
 class CurriculumSettings:
     potential: str  # a name in LEARNING_POTENTIALS
     floor: float
     decay: float
     group_size: int  # rollout.n_samples_per_prompt: the n of the signal probability
+    level: str = "task"  # a name in CURRICULUM_LEVELS
 
     @classmethod
     def of(cls, cfg: TrainerConfig) -> CurriculumSettings:
         c = cfg.data.curriculum
-        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt)
+        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt, c.level)
+
+    def __post_init__(self) -> None:
+        if self.level not in CURRICULUM_LEVELS:
+            raise ValueError(f"unknown curriculum level {self.level!r} (valid: {', '.join(CURRICULUM_LEVELS)})")
+
+    @property
+    def per_env(self) -> bool:
+        """Whether envs keep counts of their own (level env or both)."""
+        return self.level != "task"
 
 
 class CurriculumSampler:
     """Draws tasks by learning potential; ``observe`` updates the estimates from a step's episodes. The
     same interface as ``grpo.data.TaskSampler`` (``next_batch``, ``observe``, ``metrics``, ``state``,
-    ``restore``), so the loop does not know which it has."""
+    ``restore``), so the loop does not know which it has. At level env and both, ``env_counts`` holds each
+    env's counts (None at level task)."""
 
     def __init__(self, tasks: list[Task], seed: int, settings: CurriculumSettings, prior: Mapping[str, tuple[int, int]] | None = None):
         self.tasks = tasks
@@ -116,46 +174,100 @@ class CurriculumSampler:
         self.rng = random.Random(seed)
         prior = prior or {}
         self.counts = {t.task_key: [1.0 + passes, 1.0 + fails] for t in tasks for passes, fails in [prior.get(t.task_key, (0, 0))]}
+        self.env_of = {t.task_key: t.env_key for t in tasks}
+        self.envs = list(dict.fromkeys(t.env_key for t in tasks))  # in order of their first task, whatever a checkpoint's order
+        self.env_counts = starting_env_counts(self.env_of, prior) if settings.per_env else None
 
     def pass_rates(self) -> list[float]:
         return [a / (a + b) for a, b in (self.counts[t.task_key] for t in self.tasks)]
 
-    def probabilities(self) -> list[float]:
+    def env_pass_rates(self) -> dict[str, float]:
+        """Each env's estimate (level env and both)."""
+        counts = self.env_counts
+        assert counts is not None
+        return {env: counts[env][0] / (counts[env][0] + counts[env][1]) for env in self.envs}
+
+    def env_shares(self) -> dict[str, float]:
+        """Each env's share of the draws from its own estimate, mixed with the floor over envs (level env and both)."""
+        potential = learning_potential(self.settings.potential)
+        rates = self.env_pass_rates()
+        shares = draw_probabilities([potential(rates[env], self.settings.group_size) for env in self.envs], self.settings.floor)
+        return dict(zip(self.envs, shares))
+
+    def task_probabilities(self) -> list[float]:
+        """Each task's chance by its own potential, mixed with the floor over tasks (level task's draw)."""
         potential = learning_potential(self.settings.potential)
         return draw_probabilities([potential(p, self.settings.group_size) for p in self.pass_rates()], self.settings.floor)
+
+    def probabilities(self) -> list[float]:
+        """Each task's chance per draw at the configured level."""
+        if not self.settings.per_env:
+            return self.task_probabilities()
+        within = self.task_probabilities() if self.settings.level == "both" else [1.0] * len(self.tasks)
+        return spread_over_envs([t.env_key for t in self.tasks], self.env_shares(), within)
 
     def next_batch(self, size: int) -> list[Task]:
         return [self.tasks[i] for i in weighted_sample(self.rng, self.probabilities(), size)]
 
     def observe(self, episodes: Iterable[Any]) -> None:
-        for key, (passes, fails) in sorted(task_results(episodes).items()):
+        results = task_results(episodes)
+        for key, (passes, fails) in sorted(results.items()):
             if key in self.counts:
                 self.counts[key] = list(updated_counts(*self.counts[key], passes, fails, self.settings.decay))
+        if self.env_counts is not None:
+            for env, (passes, fails) in sorted(env_results(results, self.env_of).items()):
+                self.env_counts[env] = list(updated_counts(*self.env_counts[env], passes, fails, self.settings.decay))
 
     def metrics(self) -> dict[str, float]:
-        """``curriculum/{env_key}/weight`` (the env's share of the next draw), the expected share of groups
-        with signal under these weights, and the mean estimated pass rate."""
+        """``curriculum/{env_key}/weight`` (the env's share of the next draw; at level env and both also
+        ``curriculum/{env_key}/pass_rate``, the env's estimate), the expected share of groups with signal under
+        these weights, and the mean estimated pass rate of the tasks."""
         probabilities, rates = self.probabilities(), self.pass_rates()
         by_env: dict[str, float] = defaultdict(float)
         for task, prob in zip(self.tasks, probabilities):
             by_env[task.env_key] += prob
+        env_rates = self.env_pass_rates() if self.env_counts is not None else {}
         n = self.settings.group_size
         return {
             **{f"curriculum/{env}/weight": share for env, share in sorted(by_env.items())},
+            **{f"curriculum/{env}/pass_rate": rate for env, rate in sorted(env_rates.items())},
             "curriculum/expected_signal": sum(prob * signal_probability(p, n) for prob, p in zip(probabilities, rates)),
             "curriculum/mean_pass_rate": sum(rates) / len(rates),
         }
 
     def state(self) -> dict:
+        """The counts (and at level env and both the env counts) and the RNG, JSON-able."""
         version, internal, gauss = self.rng.getstate()
-        return {"counts": {key: list(value) for key, value in self.counts.items()}, "rng": [version, list(internal), gauss]}
+        state = {"counts": {key: list(value) for key, value in self.counts.items()}, "rng": [version, list(internal), gauss]}
+        if self.env_counts is not None:
+            state["env_counts"] = {env: list(value) for env, value in self.env_counts.items()}
+        return state
 
     def restore(self, state: dict) -> None:
-        if "counts" not in state:
-            raise ValueError("the checkpoint's task sampler is the plain one, and this config asks for data.curriculum: resume with the config it was saved with")
+        check_restorable(state, self.settings.level, self.envs)
         self.counts = {key: list(value) for key, value in state["counts"].items()}
+        if self.env_counts is not None:
+            self.env_counts = {env: list(value) for env, value in state["env_counts"].items()}
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
+
+
+def check_restorable(state: dict, level: str, envs: Sequence[str]) -> None:
+    """A ValueError unless ``state`` is a curriculum sampler's of the same kind as ``level`` (task, or env/both)
+    over the same envs."""
+    resume = "resume with the config it was saved with"
+    if "counts" not in state:
+        raise ValueError(f"the checkpoint's task sampler is the plain one, and this config asks for data.curriculum: {resume}")
+    saved_env_level = "env_counts" in state
+    if saved_env_level and level == "task":
+        raise ValueError("the checkpoint's curriculum keeps env counts (data.curriculum.level env or both), and this config asks for "
+                         f"level task: set data.curriculum.level to the saved one, or {resume}")
+    if not saved_env_level and level != "task":
+        raise ValueError(f"the checkpoint's curriculum has no env counts (data.curriculum.level task), and this config asks for level "
+                         f"{level}: set data.curriculum.level: task, or {resume}")
+    if saved_env_level and sorted(state["env_counts"]) != sorted(envs):
+        raise ValueError(f"the checkpoint's curriculum counts envs {sorted(state['env_counts'])}, and this config trains on {sorted(envs)}: "
+                         f"{resume}")
 
 
 def write_probe(path: str | Path, results: Iterable[Any], samples: int) -> Path:

@@ -79,6 +79,8 @@ class TaskSampler:
         return {"queue": [t.task_key for t in self.queue], "rng": [version, list(internal), gauss]}
 
     def restore(self, state: dict) -> None:
+        if "queue" not in state:
+            raise ValueError("the checkpoint's task sampler is the curriculum's, and this config leaves data.curriculum off: resume with the config it was saved with")
         by_key = {t.task_key: t for t in self.tasks}
         self.queue = [by_key[k] for k in state["queue"]]
         version, internal, gauss = state["rng"]

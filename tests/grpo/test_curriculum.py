@@ -1,4 +1,4 @@
-"""The curriculum: its math by hand, its sampler's weights following the estimates, its state and its probe file."""
+"""The curriculum: its math by hand (per task and per env), its sampler's weights following the estimates, its state and its probe file."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from grpo.curriculum import (
     CurriculumSampler,
     CurriculumSettings,
     draw_probabilities,
+    env_results,
     learnability,
     learning_potential,
     read_probe,
     signal_probability,
+    spread_over_envs,
+    starting_env_counts,
     task_results,
     updated_counts,
     weighted_sample,
@@ -140,3 +143,129 @@ def test_curriculum_config_is_bounded():
     for bad in ({"floor": 1.5}, {"decay": 0.0}, {"weight": "entropy"}, {"extra": 1}):
         with pytest.raises(ValidationError):
             TrainerConfig.model_validate({"data": {"curriculum": bad}})
+
+
+def _in_envs(tasks, envs):
+    """Copies of ``tasks`` whose env_key is ``envs[i % len(envs)]`` (the task file has one env)."""
+    return [t.model_copy(update={"env_key": envs[i % len(envs)]}) for i, t in enumerate(tasks)]
+
+
+def _env_sampler(tasks, level, floor=0.125, decay=0.5, n=2, prior=None, seed=0):
+    return CurriculumSampler(tasks, seed, CurriculumSettings("signal", floor, decay, n, level), prior)
+
+
+def test_env_math_by_hand():
+    env_of = {"a1": "a", "a2": "a", "b1": "b"}
+    assert env_results({"a1": (1, 1), "a2": (2, 0), "b1": (0, 3), "elsewhere": (5, 5)}, env_of) == {"a": (3, 1), "b": (0, 3)}
+    # one pass and one fail each, plus the probe's counts of the env's tasks: a = 1 + 8 + 3, 1 + 0 + 5
+    assert starting_env_counts(env_of, {"a1": (8, 0), "a2": (3, 5), "elsewhere": (9, 9)}) == {"a": [12.0, 6.0], "b": [1.0, 1.0]}
+    envs = ["a", "a", "b"]
+    assert spread_over_envs(envs, {"a": 0.6, "b": 0.4}, [1.0, 1.0, 1.0]) == pytest.approx([0.3, 0.3, 0.4])  # evenly within an env
+    assert spread_over_envs(envs, {"a": 0.6, "b": 0.4}, [3.0, 1.0, 0.5]) == pytest.approx([0.45, 0.15, 0.4])  # 0.6 * 3/4, 0.6 * 1/4
+    assert spread_over_envs(envs, {"a": 0.6, "b": 0.4}, [0.0, 0.0, 1.0]) == pytest.approx([0.3, 0.3, 0.4])  # no weight in a: evenly
+    with pytest.raises(ValueError, match="valid: task, env, both"):
+        CurriculumSettings("signal", 0.1, 0.8, 4, "global")
+
+
+def test_env_and_both_levels_draw_by_hand(tasks):
+    three = a1, a2, b1 = _in_envs(tasks[:3], ["a", "a", "b"])
+    env = _env_sampler(three, "env")
+    assert env.env_counts == {"a": [1.0, 1.0], "b": [1.0, 1.0]}
+    env.env_counts = {"a": [1.0, 1.0], "b": [3.0, 1.0]}
+    # n = 2: potential 1 - p^2 - (1-p)^2 = 2p(1-p); a: p = 0.5 -> 0.5, b: p = 0.75 -> 0.375; sum 0.875.
+    # shares (1 - 0.125) * w / 0.875 + 0.125 / 2 = w + 1/16: a 0.5625, b 0.4375; a's two tasks split a's evenly
+    assert env.env_shares() == pytest.approx({"a": 0.5625, "b": 0.4375})
+    assert env.probabilities() == pytest.approx([0.28125, 0.28125, 0.4375])
+    metrics = env.metrics()
+    assert metrics["curriculum/a/weight"] == pytest.approx(0.5625) and metrics["curriculum/b/weight"] == pytest.approx(0.4375)
+    assert metrics["curriculum/a/pass_rate"] == 0.5 and metrics["curriculum/b/pass_rate"] == 0.75
+
+    both = _env_sampler(three, "both")
+    both.env_counts = {"a": [1.0, 1.0], "b": [3.0, 1.0]}
+    both.counts = {a1.task_key: [1.0, 1.0], a2.task_key: [3.0, 1.0], b1.task_key: [1.0, 3.0]}
+    # tasks: potentials 0.5, 0.375, 0.375 (p = 0.5, 0.75, 0.25); sum 1.25; 0.875 * w / 1.25 + 0.125 / 3 = 0.7 w + 1/24:
+    # a1 94/240, a2 73/240, b1 73/240. Within a: 94/167 and 73/167 of a's 9/16; b1 has all of b's 7/16
+    assert both.probabilities() == pytest.approx([9 / 16 * 94 / 167, 9 / 16 * 73 / 167, 7 / 16])
+    assert sum(both.probabilities()) == pytest.approx(1.0)
+
+
+def test_env_counts_decay_when_the_env_is_rolled_out(tasks):
+    a1, a2, b1 = _in_envs(tasks[:3], ["a", "a", "b"])
+    sampler = _env_sampler([a1, a2, b1], "env", decay=0.5)
+    sampler.observe([_episode(a1.task_key, 1.0), _episode(a1.task_key, 0.0), _episode(a2.task_key, 1.0), _episode(a2.task_key, 1.0),
+                     _episode(b1.task_key, 1.0, env_error=True)])
+    # a: (1 * 0.5 + 3, 1 * 0.5 + 1); b had only an env error: not rolled out, not decayed
+    assert sampler.env_counts == {"a": [3.5, 1.5], "b": [1.0, 1.0]}
+    assert sampler.counts[a2.task_key] == [2.5, 0.5]  # the tasks' counts go on as at level task
+
+
+def test_a_saturated_env_fades_to_the_floor_and_a_failing_one_too(tasks):
+    envs = _in_envs(tasks[:9], ["solved", "mixed", "failing"])
+    sampler = _env_sampler(envs, "env", floor=0.3, decay=0.8, n=4)
+    for _ in range(8):
+        sampler.observe([_episode(t.task_key, {"solved": 1.0, "mixed": float(i % 2), "failing": 0.0}[t.env_key]) for t in envs for i in range(4)])
+    shares = sampler.env_shares()
+    assert shares["mixed"] > 0.6 and 0.1 <= shares["solved"] < 0.15 and 0.1 <= shares["failing"] < 0.15  # floor 0.3 / 3 envs at least
+
+
+def test_default_level_is_task_and_keeps_no_env_counts(tasks):
+    cfg = TrainerConfig.model_validate({"data": {"curriculum": {"enabled": True}}})
+    assert cfg.data.curriculum.level == "task" and CurriculumSettings.of(cfg).level == "task"
+    sampler = make_sampler(cfg, tasks[:4])
+    assert sampler.env_counts is None and set(sampler.state()) == {"counts", "rng"}
+    assert not any(key.endswith("/pass_rate") for key in sampler.metrics())
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        TrainerConfig.model_validate({"data": {"curriculum": {"level": "global"}}})
+
+
+@pytest.mark.parametrize("level", ["env", "both"])
+def test_env_level_state_round_trips_and_continues_exactly(tasks, level):
+    envs = _in_envs(tasks[:20], ["hotel", "crm", "mail"])
+    rate = {"hotel": 0.9, "crm": 0.1, "mail": 0.5}
+    outcomes = random.Random(5)
+    sampler = _env_sampler(envs, level, floor=0.1, decay=0.8, n=4, seed=7)
+    for _ in range(6):
+        batch = sampler.next_batch(4)
+        sampler.observe([_episode(t.task_key, float(outcomes.random() < rate[t.env_key])) for t in batch for _ in range(4)])
+    saved = json.loads(json.dumps(sampler.state()))
+    assert set(saved["env_counts"]) == {"hotel", "crm", "mail"}
+    fresh = _env_sampler(envs, level, floor=0.1, decay=0.8, n=4, seed=99)
+    fresh.restore(saved)
+    assert fresh.env_counts == sampler.env_counts and fresh.counts == sampler.counts
+    assert fresh.metrics() == sampler.metrics()
+    for _ in range(3):
+        want = sampler.next_batch(4)
+        assert fresh.next_batch(4) == want
+        episodes = [_episode(t.task_key, float(outcomes.random() < rate[t.env_key])) for t in want for _ in range(4)]
+        sampler.observe(episodes)
+        fresh.observe(episodes)
+    assert fresh.state() == sampler.state()
+
+
+def test_a_checkpoint_of_the_other_level_kind_is_refused(tasks):
+    envs = _in_envs(tasks[:6], ["hotel", "crm"])
+    task_level, env_level = _env_sampler(envs, "task"), _env_sampler(envs, "env")
+    with pytest.raises(ValueError, match="no env counts .*level task.*asks for level env"):
+        env_level.restore(task_level.state())
+    with pytest.raises(ValueError, match="keeps env counts.*asks for level task"):
+        task_level.restore(env_level.state())
+    with pytest.raises(ValueError, match="plain one"):
+        env_level.restore(TaskSampler(envs, 0).state())
+    with pytest.raises(ValueError, match="counts envs \\['crm', 'hotel'\\].*trains on \\['hotel'\\]"):
+        _env_sampler(envs[::2], "env").restore(env_level.state())
+    _env_sampler(envs, "both").restore(env_level.state())  # env and both keep the same counts
+    with pytest.raises(ValueError, match="curriculum's, and this config leaves data.curriculum off"):
+        TaskSampler(envs, 0).restore(task_level.state())
+
+
+def test_a_probe_file_seeds_the_env_counts(tasks, tmp_path):
+    a1, a2, b1 = _in_envs(tasks[:3], ["a", "a", "b"])
+    probe = [SimpleNamespace(task_key=a1.task_key, env_key="a", successes=8, samples=8),
+             SimpleNamespace(task_key=a2.task_key, env_key="a", successes=3, samples=8)]
+    path = write_probe(tmp_path / "probe.json", probe, 8)
+    cfg = TrainerConfig.model_validate({"data": {"curriculum": {"enabled": True, "level": "env", "prior_path": str(path)}}})
+    sampler = make_sampler(cfg, [a1, a2, b1])
+    assert sampler.env_counts == {"a": [12.0, 6.0], "b": [1.0, 1.0]}  # 1 + 8 + 3, 1 + 0 + 5; b not probed
+    assert sampler.counts[a1.task_key] == [9.0, 1.0]

@@ -99,3 +99,31 @@ def test_dynamic_sampling_with_two_workers(tmp_path, private_cache):
         assert r["rollout/episodes"] == r["dynamic/rounds"] * 16  # both ranks' episodes of every round
         assert 1 <= r["dynamic/groups_trained"] <= 4
     assert any(r["dynamic/signal_share"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_env_level_curriculum_reports_each_env_and_resumes_exactly(tmp_path):
+    """``data.curriculum.level: both`` over two envs: each env's weight and pass rate are reported, and a run
+    resumed from a checkpoint (the env counts in it) draws and reports as one that never stopped."""
+    data = Path(__file__).resolve().parents[2] / "toolenvs" / "data"
+    base = {
+        "model": TEST_MODEL,
+        "total_steps": 2,
+        "torch_threads": 1,
+        "env": {"tasks_path": [str(data / "hotel.jsonl"), str(data / "outlook.jsonl")]},
+        "rollout": {"prompts_per_step": 2, "n_samples_per_prompt": 2, "max_turns": 1, "temperature": 1.5},
+        "data": {"curriculum": {"enabled": True, "level": "both", "floor": 0.2}},
+        "checkpoint": {"interval": 1, "dir": str(tmp_path / "ckpt")},
+    }
+    straight = ListReporter()
+    train(TrainerConfig.model_validate(base), straight)
+    for _, m in straight.reports:
+        assert m["curriculum/hotel/weight"] + m["curriculum/outlook/weight"] == pytest.approx(1.0)
+        assert 0.0 < m["curriculum/hotel/pass_rate"] < 1.0 and 0.0 < m["curriculum/outlook/pass_rate"] < 1.0
+    resumed = ListReporter()
+    train(TrainerConfig.model_validate({**base, "resume_from": str(tmp_path / "ckpt" / "global_step_1")}), resumed)
+    assert [s for s, _ in resumed.reports] == [2]
+    want, got = straight.reports[1][1], resumed.reports[0][1]
+    for key in ("rollout/episodes", "policy/loss", "curriculum/hotel/weight", "curriculum/outlook/weight", "curriculum/hotel/pass_rate",
+                "curriculum/outlook/pass_rate", "curriculum/expected_signal", "curriculum/mean_pass_rate"):
+        assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
