@@ -62,6 +62,21 @@ def pack_wide(key: str) -> bool:
     return any(key == wide or key.startswith(wide + ".") for wide in PACK_WIDE_KEYS)
 
 
+class WarmstartEnvConfig(StrictModel):
+    """How one environment enters the tiny model's warm-start (``model.warmstart_envs``): what shapes a mix of
+    environments into the classes users see (one the base already solves, one it never solves, some between)
+    without touching the task files. A field left None takes the model-wide setting."""
+
+    weight: float = Field(
+        1.0, ge=0, description="Relative weight of this env's conversations in the warm-start's batches (per conversation; 1: as many draws "
+        "as its share of the data, 2: twice that, 0: left out, so the base has never seen this env's tools or tasks)."
+    )
+    augment: int | None = Field(None, ge=0, description="Generated task sets of this env in the warm-start (None: model.warmstart_augment).")
+    give_up: float | None = Field(
+        None, ge=0.0, lt=1.0, description="Share of this env's conversations taught as give-ups in the second phase (None: model.warmstart_give_up)."
+    )
+
+
 class ModelConfig(StrictModel):
     """The policy. ``tiny`` builds a small Qwen2-architecture model and tokenizer locally (CPU runs), unless
     ``name_or_path`` names a pretrained Hugging Face model (``grpo.pretrained``), which replaces it."""
@@ -87,6 +102,11 @@ class ModelConfig(StrictModel):
         ge=0.0,
         lt=1.0,
         description="Share of the warm-start's conversations in which the agent answers <done> at once, without acting (a common failure of tool-use agents, and of noisy SFT data). Taught in a short second phase, so the base gives up on about that share of tasks, whatever the task, and GRPO has a decision to learn from reward alone. 0: off.",
+    )
+    warmstart_envs: dict[str, WarmstartEnvConfig] = Field(
+        default_factory=dict,
+        description="Per-env warm-start settings by env_key (weight, augment, give_up; grpo.warmstart): e.g. {outlook: {weight: 3, "
+        "give_up: 0}, ticketmaster: {weight: 0}}. Empty: every env alike. Enters the base's recipe only when set.",
     )
     warmstart_seed: int = Field(
         0, description="Seeds the base policy's build (initialisation, warm-start batches, give-ups), apart from the RL run's `seed`: sweeping `seed` replicates a setting on one base."

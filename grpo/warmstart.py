@@ -10,6 +10,11 @@ The demo's and the learning space's bases ship in ``grpo/bases``, built here by 
 tiny model learns to copy ids and dates depends on float rounding, so another CPU's build of the same
 recipe can come out worse (README: the base is fragile). Shipping them makes every machine start from the
 base that README's numbers were measured on, and spares the 10 and 17 minutes of building them.
+
+A mix of environments is shaped per env (``model.warmstart_envs``: each env's weight in the batches, its
+generated task sets, its give-up share), so one base can hold the classes users see (an env it already
+solves, one it has never seen, some between) from unedited task files. Set, they enter the recipe's hash;
+unset, every recipe keeps its key and its build, draw for draw.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 from configkit import environ
 from grpo.chat import ChatFormat, opening_messages
-from grpo.config import ModelConfig
+from grpo.config import ModelConfig, WarmstartEnvConfig
 from grpo.schedule import lr_multiplier
 from toolenvs.local import generated_tasks, get_app, tool_signatures
 from toolenvs.protocol import DONE, ToolCall, format_call, format_result
@@ -106,10 +111,15 @@ RECIPE_TASK_FIELDS = (
 
 
 def cache_key(cfg: ModelConfig, tasks: list[Task]) -> str:
-    """The recipe's hash: the model and warm-start fields, the tasks it is warm-started on, its seed."""
+    """The recipe's hash: the model and warm-start fields, the tasks it is warm-started on, its seed. The
+    per-env settings enter only when set, so every recipe from before them keeps its key."""
+    model = cfg.model_dump(include=set(RECIPE_MODEL_FIELDS))
+    envs = {env: c.model_dump() for env, c in sorted(cfg.warmstart_envs.items()) if c != WarmstartEnvConfig()}
+    if envs:
+        model["warmstart_envs"] = envs
     payload = {
         "version": BUILD_VERSION,
-        "model": cfg.model_dump(include=set(RECIPE_MODEL_FIELDS)),
+        "model": model,
         "tasks": [t.model_dump(include=set(RECIPE_TASK_FIELDS)) for t in tasks],
         "seed": cfg.warmstart_seed,
     }
@@ -147,9 +157,30 @@ def shipped_base(cfg: ModelConfig, tasks: list[Task]) -> Path | None:
     return path if cfg.shipped_base and (path / "warmstart.json").is_file() else None
 
 
+def warmstart_env_problems(cfg: ModelConfig, tasks: list[Task]) -> list[str]:
+    """What is wrong with ``model.warmstart_envs`` for these training tasks: an env it names that they lack, or
+    every env's weight 0 (nothing to warm-start on)."""
+    envs = sorted({t.env_key for t in tasks})
+    problems = [f"key 'model.warmstart_envs.{env}': no training task has env_key {env!r} (they have: {', '.join(envs)})"
+                for env in sorted(cfg.warmstart_envs) if env not in envs]
+    if cfg.warmstart_envs and cfg.warmstart_steps > 0 and all(env_setting(cfg, env)[0] == 0 for env in envs):
+        problems.append(f"key 'model.warmstart_envs': every env's weight is 0 ({', '.join(envs)}), so the warm-start has nothing to train on; "
+                        "give one a weight above 0, or set model.warmstart_steps: 0")
+    return problems
+
+
+def env_setting(cfg: ModelConfig, env: str) -> tuple[float, int, float]:
+    """(weight, augment, give_up) of one env: its ``warmstart_envs`` entry, the model-wide values where it has none."""
+    own = cfg.warmstart_envs.get(env)
+    if own is None:
+        return 1.0, cfg.warmstart_augment, cfg.warmstart_give_up
+    return (own.weight, cfg.warmstart_augment if own.augment is None else own.augment,
+            cfg.warmstart_give_up if own.give_up is None else own.give_up)
+
+
 def warmstart_tasks(cfg: ModelConfig, tasks: list[Task]) -> list[Task]:
-    """The trial's tasks plus ``warmstart_augment`` generated task sets per env (seeds 1, 2, ...)."""
-    extra = [t for key in sorted({t.env_key for t in tasks}) for s in range(1, cfg.warmstart_augment + 1) for t in generated_tasks(key, s)]
+    """The trial's tasks plus each env's augment (``warmstart_augment``, or its own) generated task sets (seeds 1, 2, ...)."""
+    extra = [t for key in sorted({t.env_key for t in tasks}) for s in range(1, env_setting(cfg, key)[1] + 1) for t in generated_tasks(key, s)]
     return tasks + extra
 
 
@@ -160,6 +191,31 @@ def with_give_ups(conversations: list[Conversation], share: float, seed: int) ->
     return [Conversation(c.messages, [(DONE, None)]) if i in chosen else c for i, c in enumerate(conversations)]
 
 
+def with_env_give_ups(conversations: list[Conversation], envs: list[str], shares: dict[str, float], seed: int) -> list[Conversation]:
+    """``with_give_ups`` env by env (``envs[i]``: conversation i's env; ``shares``: each env's give-up share), the
+    envs in sorted order from one seeded RNG."""
+    rng = random.Random(seed)
+    chosen: set[int] = set()
+    for env in sorted(set(envs)):
+        members = [i for i, e in enumerate(envs) if e == env]
+        chosen |= set(rng.sample(members, round(shares.get(env, 0.0) * len(members))))
+    return [Conversation(c.messages, [(DONE, None)]) if i in chosen else c for i, c in enumerate(conversations)]
+
+
+def _give_up_mix(cfg: ModelConfig, conversations: list[Conversation], envs: list[str], seed: int) -> list[Conversation] | None:
+    """The second phase's conversations (some replaced by give-ups), or None when no env has give-ups."""
+    if not any(c != WarmstartEnvConfig() for c in cfg.warmstart_envs.values()):  # every recipe from before the per-env settings, draw for draw
+        return with_give_ups(conversations, cfg.warmstart_give_up, seed) if cfg.warmstart_give_up > 0 else None
+    shares = {env: env_setting(cfg, env)[2] for env in set(envs)}
+    return with_env_give_ups(conversations, envs, shares, seed) if any(shares.values()) else None
+
+
+def _weights(cfg: ModelConfig, envs: list[str]) -> list[float] | None:
+    """Each conversation's draw weight (its env's), or None when every env is alike (uniform draws)."""
+    weights = [env_setting(cfg, env)[0] for env in envs]
+    return None if all(w == 1.0 for w in weights) else weights
+
+
 def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None:
     """Phase one: the reference conversations. Phase two, with ``warmstart_give_up``: an eighth as many steps at
     a sixth of the LR on the mix with give-ups, so the give-ups take none of the steps that copying ids and
@@ -168,20 +224,26 @@ def _build(cfg: ModelConfig, tasks: list[Task], seed: int, target: Path) -> None
     from grpo.tiny import build_model, build_tokenizer
 
     quiet_transformers()
-    conversations = [reference_conversation(t) for t in warmstart_tasks(cfg, tasks)]
+    problems = warmstart_env_problems(cfg, tasks)
+    if problems:
+        raise ValueError("; ".join(problems))
+    replayed = warmstart_tasks(cfg, tasks)
+    conversations = [reference_conversation(t) for t in replayed]
+    envs = [t.env_key for t in replayed]
+    weights = _weights(cfg, envs)
     corpus = [text for conv in conversations for text in conversation_texts(conv)] + _extra_vocabulary()
     tokenizer = build_tokenizer(corpus)
     chat = ChatFormat(tokenizer)
     model = build_model(tokenizer, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size, seed)
     examples = [supervised_example(chat, conv) for conv in conversations]
-    stats = supervised_train(model, examples, chat.pad_id, cfg.warmstart_steps, cfg.warmstart_lr, cfg.warmstart_batch_size, seed)
-    if cfg.warmstart_give_up > 0:
+    stats = supervised_train(model, examples, chat.pad_id, cfg.warmstart_steps, cfg.warmstart_lr, cfg.warmstart_batch_size, seed, weights)
+    give_ups = _give_up_mix(cfg, conversations, envs, seed)
+    if give_ups is not None:
         mixed = [  # only the give-ups are tokenized again
-            example if after is before else supervised_example(chat, after)
-            for example, before, after in zip(examples, conversations, with_give_ups(conversations, cfg.warmstart_give_up, seed))
+            example if after is before else supervised_example(chat, after) for example, before, after in zip(examples, conversations, give_ups)
         ]
         steps, lr = max(1, cfg.warmstart_steps // 8), cfg.warmstart_lr / 6
-        stats["give_up"] = supervised_train(model, mixed, chat.pad_id, steps, lr, cfg.warmstart_batch_size, seed)
+        stats["give_up"] = supervised_train(model, mixed, chat.pad_id, steps, lr, cfg.warmstart_batch_size, seed, weights)
     tmp = target.with_name(target.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -196,9 +258,11 @@ def warmstart_lr_multiplier(i: int, steps: int, warmup: int) -> float:
 
 
 def supervised_train(
-    model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int
+    model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int,
+    weights: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Cross-entropy on masked tokens, random mini-batches, a 5% linear warm-up then cosine decay to a tenth.
+    """Cross-entropy on masked tokens, random mini-batches (drawn uniformly, or by ``weights``, one per example),
+    a 5% linear warm-up then cosine decay to a tenth.
 
     Returns the first and last losses and the time; logs progress every tenth of the way.
     """
@@ -214,7 +278,10 @@ def supervised_train(
     losses: list[float] = []
     started = time.perf_counter()
     for step in range(steps):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
+        if weights is None:
+            batch = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
+        else:
+            batch = rng.choices(examples, weights=weights, k=batch_size)
         ids = pad_right([b[0] for b in batch], pad_id)
         mask = pad_right([b[1] for b in batch], 0)
         attention = pad_right([[1] * len(b[0]) for b in batch], 0)

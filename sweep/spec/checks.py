@@ -33,7 +33,8 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     tasks, tasks_problem = trial_tasks_or_problem(base, source)
     if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
-    problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source), *space_problems(cfg, source),
+    problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source),
+                *warmstart_problems(base, tasks, source), *space_problems(cfg, source),
                 *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -67,7 +68,19 @@ def trial_tasks_or_problem(base: TrainerConfig, source: str, section: str = "tra
 def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     """A trainer YAML's checks (``sweep train``, ``forecast``): its tasks load, and its backend can run them."""
     tasks, tasks_problem = trial_tasks_or_problem(base, source, section="")
-    return [tasks_problem] if tasks is None else [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, "")]
+    if tasks is None:
+        return [tasks_problem]
+    return [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, ""), *warmstart_problems(base, tasks, source, "")]
+
+
+def warmstart_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> list[str]:
+    """The tiny model's per-env warm-start settings (``model.warmstart_envs``) name training envs, and leave one to train on."""
+    if base.model.name_or_path is not None or not base.model.warmstart_envs:
+        return []
+    from grpo.warmstart import warmstart_env_problems
+
+    where = "key '" + prefix
+    return [f"{source}: {p.replace(chr(39).join(['key ', '']), where, 1)}" for p in warmstart_env_problems(base.model, tasks[0])]
 
 
 def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: str = "trainer") -> list[str]:

@@ -189,6 +189,9 @@ COMMAND_LINE = {
     "set a float for a whole number": (["validate", SPACE, "--set", "total_steps=3.0"], ["key 'trainer.total_steps' = 3.0: must be a whole number"]),
     "set true for a number": (["run", SPACE, "--set", "resources.cpus_per_trial=true"], ["key 'resources.cpus_per_trial' = True: must be a number"]),
     "set a number for true/false": (["validate", SPACE, "--set", "logging.progress=0"], ["key 'logging.progress' = 0: must be true or false"]),
+    "warm-start env not trained on": (["validate", SPACE, "--set", "model.warmstart_envs={zillow: {weight: 2}}"],
+                                      ["key 'trainer.model.warmstart_envs.zillow': no training task has env_key 'zillow' (they have: hotel)"]),
+    "warm-start every env left out": (["train", "{tmp}/silent.yaml"], ["silent.yaml: key 'model.warmstart_envs': every env's weight is 0 (hotel)"]),
 }
 COMMAND_LINE_FILES = {
     "space.yaml": BASE, "afile": "",
@@ -197,6 +200,7 @@ COMMAND_LINE_FILES = {
     "fleet.yaml": "total_steps: 2\nenv: {tasks_path: booking.jsonl}\n",
     "booking.jsonl": task_line(env_key="booking"),
     "typed.yaml": "total_steps: 2.0\n",
+    "silent.yaml": "total_steps: 2\nmodel: {warmstart_envs: {hotel: {weight: 0}}}\n",
 }
 
 
