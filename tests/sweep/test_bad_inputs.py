@@ -360,7 +360,8 @@ def mutants(tmp_path: Path, seed: int, count: int, make) -> Iterator[tuple[Path,
     rng = random.Random(seed)
     for i in range(count):
         shipped = rng.choice(SHIPPED_SPACES)
-        text = shipped.read_text().replace("storage: sweep_results", f"storage: {tmp_path / 'results'}")
+        # written elsewhere: the file's relative paths (relative to it) and its storage made absolute
+        text = shipped.read_text().replace("storage: sweep_results", f"storage: {tmp_path / 'results'}").replace("../../", f"{ROOT}/")
         mutant, what, must_name = make(text, rng)
         path = tmp_path / f"mutant{i}_{shipped.name}"
         path.write_text(mutant)
