@@ -69,6 +69,7 @@ def confirm_config(cfg: SweepConfig, settings: list[dict[str, Any]], seeds: list
                 "sampler": "tpe", "constant_liar": True, "n_startup_trials": 2},
         scheduler={"type": "fifo"},
         stopping={"zero_signal": {"enabled": False}},
+        confirm={"top": 0},  # the confirming sweep confirms nothing itself
     )
     data["trainer"]["total_steps"] = steps
     return parse_sweep(data, source)
@@ -146,7 +147,7 @@ def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
           "The ranking does not hold: another setting did better over fresh seeds than the sweep's #1.")
 
 
-def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False) -> int:
+def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False, watch=None) -> int:
     from sweep.resume import load_config
     from sweep.run import run_sweep
     from sweep.store.storage import split_experiment
@@ -162,7 +163,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
         raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")
     fresh_seeds = [CONFIRM_SEED_BASE + i for i in range(seeds)]
     confirm = confirm_config(cfg, [s for _, s, _ in original], fresh_seeds, steps or 2 * cfg.trainer.total_steps, f"{store.display(name)}/{cfg.name}_confirm")
-    status = run_sweep(confirm, fresh=fresh, space=f"sweep confirm {uri}", base_evals_from=name)
+    status = run_sweep(confirm, fresh=fresh, space=f"sweep confirm {uri}", base_evals_from=name, watch=watch)
     confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
     results = summarize(original, confirmed, fresh_seeds)
     held = holds(results)

@@ -18,7 +18,7 @@ from sweep.report.rules import Diagnosis, diagnose
 from sweep.report.store import SweepStore
 from sweep.report.summary import TrialSummary, leaderboard, metric_key, pass_series, train_series
 from sweep.report.trajectories import TrajectoryAnalysis, analyze, read_episodes
-from sweep.verdict.summary import verdict_text
+from sweep.verdict.summary import confirmation_text, verdict_text
 from sweep.verdict.thresholds import Thresholds
 
 CURVES = {  # title -> metric; the two KLs span decades, so they are drawn on a log scale
@@ -53,6 +53,7 @@ class Report:
     plots: dict[str, Path] = field(default_factory=dict)
     env_tables: dict[str, list[EnvRow]] = field(default_factory=dict)  # every trial's, by trial id, in the ranking's order
     envs: list[SweepEnv] = field(default_factory=list)  # each env across the sweep
+    confirmation: dict | None = None  # confirm.json, once a confirm stage ran
 
     @property
     def best(self) -> TrialSummary | None:
@@ -133,7 +134,8 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
         trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th), importance=importance,
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
         judged=judged, env_tables=env_tables, envs=sweep_envs(env_tables, {t.trial_id: t.steps for t in trials}),
+        confirmation=sweep.confirmation,
     )
-    rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), env_advice(rep.envs)]))
+    rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), confirmation_text(rep.confirmation), env_advice(rep.envs)]))
     rep.plots = _plots(sweep, rep, out)
     return rep

@@ -1,7 +1,7 @@
 """Load a sweep's records into plain data: each trial's reported steps, eval points, config and fate.
 
 Sources, all optional except the trial folders: Tune's ``result.json`` (one JSON line per step),
-``params.json`` and ``error.txt`` per trial folder; ``leaderboard.json``; ``sweep_config.json``; ``trajectories/{trial}/``
+``params.json`` and ``error.txt`` per trial folder; ``leaderboard.json``; ``sweep_config.json``; ``confirm.json``; ``trajectories/{trial}/``
 (``aggregated_results.jsonl``, ``trainer_config.json``). Leaves the eval dumps to ``trajectories.py`` and
 the Optuna study to ``importance.py``.
 """
@@ -50,6 +50,7 @@ class SweepData:
     swept_keys: list[str]
     scheduler: str | None = None  # scheduler.type from sweep_config.json, when the sweep saved it
     saved: dict[str, Any] = field(default_factory=dict)  # sweep_config.json, when the sweep saved it
+    confirmation: dict[str, Any] | None = None  # confirm.json, once a confirm stage (or `sweep confirm`) ran
 
 
 def _json_lines(text: str | None) -> list[dict[str, Any]]:
@@ -152,7 +153,8 @@ def load_sweep(store: SweepStore) -> SweepData:
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
     """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
     saved = json.loads(store.read_text("sweep_config.json") or "{}")
-    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved)
+    confirmation = json.loads(store.read_text("confirm.json") or "null")
+    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation)
 
 
 def uses_eval(sweep: SweepData) -> bool:

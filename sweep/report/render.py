@@ -66,6 +66,25 @@ def _leaderboard(rep: Report) -> Section:
     return s
 
 
+def _confirmation(rep: Report) -> Section:
+    c = rep.confirmation
+    s = Section("confirmation", "Confirmation with fresh seeds")
+    if not c:
+        s.lines = ["No confirm stage ran (`confirm.top: 0`); `python -m sweep confirm SWEEP` runs one: the top settings again with fresh "
+                   "RL seeds over a longer horizon."]
+        return s
+    seeds = c.get("seeds") or []
+    s.lines = [f"The top {len(c['settings'])} settings again with fresh RL seeds {seeds} over {c.get('steps')} steps (the sweep "
+               f"`{rep.name}_confirm` beside this one): {'#1 holds' if c.get('holds') else '#1 does not hold'}."]
+    s.header = ["sweep rank", *rep.swept_keys, "sweep gain", *[f"seed {seed}" for seed in seeds], "mean", "verdicts"]
+    for r in c["settings"]:
+        gains = [f"{g:+.3f}" if g is not None else "-" for g in r.get("gains") or []]
+        s.rows.append([str(r["original_rank"]), *[_f(r["setting"].get(k)) for k in rep.swept_keys],
+                       f"{r['original_gain']:+.3f}" if r.get("original_gain") is not None else "-", *gains,
+                       f"{r['mean']:+.3f}" if r.get("mean") is not None else "-", ", ".join(r.get("verdicts") or [])])
+    return s
+
+
 def _verdicts(rep: Report) -> Section:
     s = Section("verdicts", "Why each trial got its verdict",
                 ["One label per trial (sweep/verdict/labels.py: the first rule that holds), with the numbers behind it."])
@@ -154,7 +173,7 @@ def sections(rep: Report) -> list[Section]:
     curves = Section("curves", "Learning curves", [f"Per trial, in its verdict's colour, steps shared: `{rep.metric}` (the dashed line is the "
                                                   "shared base), variance_per_prompt, the update's KL and the KL to the reference (log scales)."],
                      plots=[("learning curves", rep.plots["learning curves"])] if "learning curves" in rep.plots else [])
-    return [_verdict(rep), _leaderboard(rep), curves, _verdicts(rep), _envs(rep), _sweep_envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
+    return [_verdict(rep), _leaderboard(rep), _confirmation(rep), curves, _verdicts(rep), _envs(rep), _sweep_envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
 
 
 def _md_cell(text: str) -> str:

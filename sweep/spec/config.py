@@ -142,6 +142,16 @@ class LoggingConfig(StrictModel):
     progress: bool = Field(True, description="A live table of trials (state, step, pass@1, variance_per_prompt) in the terminal.")
 
 
+class ConfirmConfig(StrictModel):
+    """A confirm stage that ``sweep run`` runs when the sweep ends (``sweep.confirm``; the same as ``sweep
+    confirm``): a sweep ranks each setting by one seed at a short horizon, where an early riser can pass a
+    setting that keeps climbing. Off by default: it costs top x seeds trials of ``steps`` steps."""
+
+    top: int = Field(0, ge=0, description="Settings to confirm, best first (0: no confirm stage).")
+    seeds: int = Field(2, ge=1, description="Fresh RL seeds per setting.")
+    steps: int | None = Field(None, ge=1, description="GRPO steps per confirming trial (None: twice the sweep's total_steps).")
+
+
 class SweepConfig(StrictModel):
     name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name (a directory under storage).")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The base trainer config every trial starts from (validated once, here).")
@@ -152,6 +162,7 @@ class SweepConfig(StrictModel):
     resources: ResourcesConfig = ResourcesConfig()
     failures: FailuresConfig = FailuresConfig()
     logging: LoggingConfig = LoggingConfig()
+    confirm: ConfirmConfig = Field(default_factory=ConfirmConfig, description="The top settings again with fresh seeds over a longer horizon, when the sweep ends (off by default).")
     max_concurrent_trials: int = Field(2, ge=1)
     storage: str = Field("sweep_results", description="Results: a local directory (relative to the working directory) or s3://bucket/prefix.")
 

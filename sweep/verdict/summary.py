@@ -49,3 +49,22 @@ def verdict_text(ranked: Sequence[tuple[str, Mapping[str, Any], Score, Verdict]]
     losers = Counter(v.label for n, _, s, v in ranked[1:] if not s.tied)
     lost = "; ".join(f"{count} {WHY_THEY_LOST.get(label, label)}" for label, count in losers.most_common())
     return lead + ties + (f" The others: {lost}." if lost else "")
+
+
+def confirmation_text(confirmation: Mapping[str, Any] | None) -> str:
+    """The sentence on a confirm stage (``confirm.json``: the top settings again with fresh seeds), or empty."""
+    if not confirmation or not confirmation.get("settings"):
+        return ""
+    settings = confirmation["settings"]
+    seeds, steps = len(confirmation.get("seeds") or []), confirmation.get("steps")
+    scored = [s for s in settings if s.get("mean") is not None]
+    where = f"{len(settings)} settings again with {seeds} fresh seed{'s' if seeds != 1 else ''} over {steps} steps"
+    if not scored:
+        return f"Confirm stage ({where}): no confirming trial reached a trained eval."
+    first = min(settings, key=lambda s: s["original_rank"])
+    best = max(scored, key=lambda s: s["mean"])
+    mean = f"{first['mean']:+.3f}" if first.get("mean") is not None else "none"
+    if confirmation.get("holds"):
+        return f"Confirm stage ({where}): #1 holds, mean gain {mean} over its fresh seeds; the winner is exported to winner/."
+    return (f"Confirm stage ({where}): #1 does not hold (mean gain {mean}); {setting(best['setting'])}, #{best['original_rank']} in the "
+            f"sweep, did best over fresh seeds (mean {best['mean']:+.3f}) and is the exported winner (winner/).")

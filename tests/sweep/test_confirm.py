@@ -47,7 +47,23 @@ def test_the_confirming_sweep_runs_every_setting_with_every_fresh_seed(tmp_path)
     confirm = confirm_config(cfg, [s for _, s, _ in top_settings(ROWS, 2)], [1000, 1001], 8, "confirm")
     assert confirm.name == "s_confirm" and confirm.trainer.total_steps == 8 and confirm.scheduler.type == "fifo"
     assert confirm.search.num_samples == 4 and {p["seed"] for p in confirm.search.points_to_evaluate} == {1000, 1001}
-    assert not confirm.stopping.zero_signal.enabled
+    assert not confirm.stopping.zero_signal.enabled and confirm.confirm.top == 0  # a confirming sweep confirms nothing itself
+    assert load_space(space, {"confirm.top": 2, "confirm.seeds": 3}).confirm.model_dump() == {"top": 2, "seeds": 3, "steps": None}
+
+
+def test_the_confirmation_in_words():
+    from sweep.verdict.summary import confirmation_text
+
+    settings = [{"setting": {"optim.lr": 1e-4}, "original_rank": 1, "original_gain": 0.2, "gains": [0.18, 0.22], "mean": 0.2},
+                {"setting": {"optim.lr": 3e-5}, "original_rank": 3, "original_gain": 0.1, "gains": [0.1, 0.2], "mean": 0.15}]
+    held = {"holds": True, "seeds": [1000, 1001], "steps": 24, "settings": settings}
+    assert confirmation_text(held) == ("Confirm stage (2 settings again with 2 fresh seeds over 24 steps): #1 holds, mean gain +0.200 "
+                                       "over its fresh seeds; the winner is exported to winner/.")
+    overtaken = {**held, "holds": False, "settings": [settings[0], {**settings[1], "mean": 0.25}]}
+    assert confirmation_text(overtaken) == ("Confirm stage (2 settings again with 2 fresh seeds over 24 steps): #1 does not hold (mean gain "
+                                            "+0.200); lr=3e-05, #3 in the sweep, did best over fresh seeds (mean +0.250) and is the exported "
+                                            "winner (winner/).")
+    assert confirmation_text(None) == "" and "no confirming trial" in confirmation_text({**held, "settings": [{**settings[0], "mean": None}]})
 
 
 @pytest.mark.slow
@@ -60,6 +76,7 @@ def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
         "space": {"optim.lr": {"grid": [1e-3, 1e-2]}},
         "search": {"searcher": "grid", "num_samples": 1, "metric": "eval/score", "mode": "max"},
         "scheduler": {"type": "fifo"}, "resources": {"cpus_per_trial": 1}, "logging": {"progress": False},
+        "confirm": {"top": 2, "seeds": 1, "steps": 2},  # the confirm stage, run by `sweep run` itself
     }
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(space))
@@ -72,13 +89,14 @@ def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
         return run
 
     try:
-        first = sweep("run", str(path))
-        assert "report: " in first.stdout and (tmp_path / "results" / "c" / "report" / "index.html").is_file()  # run ends with the report
-        confirmed = sweep("confirm", str(tmp_path / "results" / "c"), "--top", "2", "--seeds", "1", "--steps", "2")
+        confirmed = sweep("run", str(path))
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert "Confirmation" in confirmed.stdout and "winner: " in confirmed.stdout
+    assert "report: " in confirmed.stdout and (tmp_path / "results" / "c" / "report" / "index.html").is_file()  # run ends with the report
+    assert "confirm stage: the top 2 settings" in confirmed.stdout and "Confirmation" in confirmed.stdout and "winner: " in confirmed.stdout
     summary = json.loads((tmp_path / "results" / "c" / "confirm.json").read_text())
+    report = (tmp_path / "results" / "c" / "report" / "summary.md").read_text()  # written again, with the confirmation
+    assert "## Confirmation with fresh seeds" in report and "Confirm stage (2 settings again with 1 fresh seed over 2 steps)" in report
     assert len(summary["settings"]) == 2 and summary["seeds"] == [1000] and summary["steps"] == 2
     assert len(list((tmp_path / "results" / "c_confirm" / "base_evals").iterdir())) == 1  # the original's base eval, reused
     winner = tmp_path / "results" / "c" / "winner"

@@ -102,7 +102,7 @@ def test_the_page_renders_in_headless_chromium(real_sweep, tmp_path):
     assert marker in dom, dom[-2000:]
     seen = json.loads(dom.split(marker, 1)[1].split('"', 1)[0].replace("&quot;", '"'))
     assert seen["leaderboard_rows"] == len(list(real_sweep.glob("*/result.json")))
-    assert seen["sections"] == ["verdict", "leaderboard", "curves", "verdicts", "envs", "sweep-envs", "importance", "diagnoses", "trajectories"]
+    assert seen["sections"] == ["verdict", "leaderboard", "confirmation", "curves", "verdicts", "envs", "sweep-envs", "importance", "diagnoses", "trajectories"]
     assert [(i[0], i[1]) for i in seen["images"]] == [("plot-learning-curves", True), ("plot-score-vs-swept-keys", True)]
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
