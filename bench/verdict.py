@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.record import record  # noqa: E402
-from sweep.verdict.labels import TrialEvidence, verdict  # noqa: E402
+from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
 TRUTH_SPACE = ROOT / "bench" / "verdict_truth.yaml"
@@ -105,13 +105,17 @@ def _eval(d: dict[str, Any]) -> EvalPoint:
     return EvalPoint(d["step"], d["pass_at_1"], {k: tuple(v) for k, v in d["tasks"].items()} or None)
 
 
-def judge_run(base: EvalPoint, run: dict[str, Any], horizon: int) -> tuple[float | None, str]:
-    """One run judged on its evals and curves up to ``horizon``: (gain, label)."""
-    evals = [_eval(e) for e in run["evals"] if e["step"] <= horizon]
-    score = score_trials(base, {"run": evals}, size=2)["run"]
-    curves = {name: run[name][:horizon] for name in CURVES}
-    ev = TrialEvidence("run", base=base, evals=evals, optimizer_steps=run["optimizer_steps"], **curves)
-    return score.gain, verdict(ev, score).label
+def judge_runs(base: EvalPoint, runs: list[dict[str, Any]], horizon: int) -> list[tuple[float | None, str]]:
+    """The grid's runs judged on their evals and curves up to ``horizon``, as one sweep (the update size that moved
+    the score is the grid's own): (gain, label) each."""
+    judged = []
+    for i, run in enumerate(runs):
+        evals = [_eval(e) for e in run["evals"] if e["step"] <= horizon]
+        curves = {name: run[name][:horizon] for name in CURVES}
+        ev = TrialEvidence(str(run.get("trial", i)), base=base, evals=evals, optimizer_steps=run["optimizer_steps"], **curves)
+        judged.append((ev, score_trials(base, {"run": evals}, size=2)["run"]))
+    scale = update_scale(judged)
+    return [(score.gain, verdict(ev, score, scale=scale).label) for ev, score in judged]
 
 
 UNCLEAR = ("mixed", "undecided")  # truth labels no trial can be judged against
@@ -133,8 +137,10 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for h in HORIZONS:
         settings = []
+        every = [r for _, runs in sorted(by_lr.items()) for r in runs]
+        labelled = dict(zip(map(id, every), judge_runs(base, every, h)))
         for lr, runs in sorted(by_lr.items()):
-            judged = [judge_run(base, r, h) for r in runs]
+            judged = [labelled[id(r)] for r in runs]
             gains = [g for g, _ in judged if g is not None]
             labels = Counter(label for _, label in judged)
             settings.append({"lr": lr, "gains": gains, "mean": fmean(gains) if gains else None,

@@ -2,7 +2,9 @@
 label, and the one ranking that the end-of-run leaderboard, ``sweep report`` and ``sweep confirm`` use.
 
 Trials are scored against the base their curve starts from: the sweep's shared base eval (the same for
-every trial of one base), or, in sweeps from before it was shared, the trial's own step 0. Ties are
+every trial of one base), or, in sweeps from before it was shared, the trial's own step 0. The update size
+that moves the score is measured among the trials of one base (``update_scale``): another model moves on
+another scale. Ties are
 computed among the trials that share the winner's base (a paired bootstrap needs the same tasks).
 Reading is ``sweep.report.load``'s job; the math is ``sweep.verdict``'s.
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
-from sweep.verdict.labels import TrialEvidence, Verdict, verdict
+from sweep.verdict.labels import TrialEvidence, Verdict, update_scale, verdict
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, winner
 from sweep.verdict.thresholds import Thresholds
 
@@ -122,11 +124,10 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
     scores = _ties_only_beside_the_winner(scores, keys)
     by_id = {t.trial_id: t for t in sweep.trials}
     errored = {name for name, status in statuses.items() if status == "error"}
-    judged = []
-    for name in rank(scores, errored):
-        ev = evidence(by_id[name], statuses.get(name, "finished"), training)
-        judged.append(Judged(name, scores[name], verdict(ev, scores[name], th), ev, keys[name]))
-    return judged
+    evidences = {name: evidence(by_id[name], statuses.get(name, "finished"), training) for name in scores}
+    scales = {key: update_scale([(evidences[t.trial_id], scores[t.trial_id]) for t in members], th) for key, members in groups.items()}
+    return [Judged(name, scores[name], verdict(evidences[name], scores[name], th, scales[keys[name]]), evidences[name], keys[name])
+            for name in rank(scores, errored)]
 
 
 def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str]) -> dict[str, Score]:

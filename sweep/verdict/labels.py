@@ -12,7 +12,7 @@ the policy before vs after each step's update; ``policy/update_norm``).
     too high     held-out pass@1 fell below the base by more than noise, or rose and collapsed back
     no signal    every group's rewards were equal at every step: nothing to learn from
     learns       held-out pass@1 rose above the base by more than noise
-    too low      it held, and the updates were too small to move the policy
+    too low      it held, and its updates were far smaller than the gentlest that learned in the same sweep
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
     undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
                  too few evals to tell learning (or harm) from noise
@@ -21,6 +21,7 @@ the policy before vs after each step's update; ``policy/update_norm``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean, median
 
@@ -50,6 +51,24 @@ class TrialEvidence:
     tool_error_rate: list[float] = field(default_factory=list)
     optimizer_steps: int = 1  # optimizer steps per rollout batch (mini_batches x ppo_epochs)
     policy_loss: str = "ppo_clip"  # algorithm.policy_loss (sweeps from before it was a choice: PPO's clip)
+
+
+@dataclass(frozen=True)
+class UpdateScale:
+    """What update size learns in this sweep: the smallest median update KL among the trials (of one base) that
+    rose above the base beyond noise, and which trial that was."""
+
+    kl: float
+    trial_id: str
+
+
+def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds | None = None) -> UpdateScale | None:
+    """The sweep's own scale of update size (``UpdateScale``), or None when no trial with a measured update learned
+    (then nothing in the sweep says how big an update must be). Learners only: a trial that fell says how big
+    an update may be, not how small."""
+    th = th or Thresholds()
+    learners = [(median(t.update_kl), t.trial_id) for t, s in trials if t.update_kl and s.moved == "rose" and not _collapse(t, th)]
+    return UpdateScale(*min(learners)) if learners else None
 
 
 @dataclass(frozen=True)
@@ -96,22 +115,24 @@ def _collapse(t: TrialEvidence, th: Thresholds) -> tuple[EvalPoint, EvalPoint] |
     return None
 
 
-def _tiny_update(t: TrialEvidence, th: Thresholds) -> str | None:
-    """The evidence that the updates were too small, or None: the measured update size where reported;
-    in sweeps from before it was, the clip fraction where clipping can happen, with a negligible KL."""
+def _tiny_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) -> str | None:
+    """The evidence that the updates were too small, or None: the measured update size against the sweep's own
+    scale (``update_scale``) where reported; in sweeps from before it was, the clip fraction where clipping can
+    happen, with a negligible KL."""
     if t.update_kl:
         kl = median(t.update_kl)
-        if kl >= th.tiny_update_kl:
+        if scale is None or kl >= th.tiny_update_ratio * scale.kl:
             return None
         norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
-        return f"median update KL {kl:.1e} < {th.tiny_update_kl:g}{norm}"
+        return (f"median update KL {kl:.1e}{norm}, {kl / scale.kl:.2g}x that of trial {scale.trial_id} ({scale.kl:.1e}), the gentlest update "
+                f"that learned in this sweep (below {th.tiny_update_ratio:g}x)")
     if _clip_speaks(t) and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
         return f"mean clip fraction {fmean(t.clip_frac):.1e} < {th.low_clip:g} over {t.optimizer_steps} optimizer steps per batch"
     return None
 
 
-def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None) -> Verdict:
-    """The first rule that holds, in the module's order."""
+def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
+    """The first rule that holds, in the module's order; ``scale``: the sweep's own update size (``update_scale``)."""
     th = th or Thresholds()
     if s.gain is None:
         if t.status == "error":
@@ -129,7 +150,7 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None) -> Verdict
                                     "rewards were equal (other tasks, more samples per prompt or another base)")
     if s.moved == "rose":
         return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
-    if tiny := _tiny_update(t, th):
+    if tiny := _tiny_update(t, th, scale):
         return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR")
     base = t.base.pass_at_1 if t.base else None
     if base is not None and (base >= th.saturated - EPS or base <= th.failing + EPS):
@@ -140,5 +161,8 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None) -> Verdict
         evals = f"{len(s.steps)} eval{'s' if len(s.steps) != 1 else ''}"
         return Verdict("undecided", f"held-out pass@1 within noise of the base ({_interval(s)}), yet the estimate is a {direction} of "
                                     f"≥ {th.min_delta:g}: {evals} cannot tell it from noise; more steps (`sweep confirm`) or more eval tasks")
+    if t.update_kl and scale is None:
+        return Verdict("flat", f"held-out pass@1 held ({_interval(s)}), median update KL {median(t.update_kl):.1e}; no trial of this sweep learned, "
+                               "so nothing here says whether that update is small: widen the LR range (upward first)")
     moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
     return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{moved}: more steps, or another KL or n")

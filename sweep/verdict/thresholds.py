@@ -34,8 +34,12 @@ class Thresholds:
     Fleet could not run) above which the report says so: those episodes are left out, so its groups shrink."""
     no_signal: float = 1e-3
     """reward/variance_per_prompt at or below which a step had no learning signal (the zero-signal stopper's default)."""
-    tiny_update_kl: float = 1e-5
-    """median policy/update_kl (the policy before vs after each step's update) below which updates are too small to move it."""
+    tiny_update_ratio: float = 0.01
+    """a trial that held is too low when its median policy/update_kl (the policy before vs after each step's update)
+    is below this fraction of the smallest median update KL among the trials of its sweep (and base) that learned
+    (rose above the base beyond noise): a scale from the sweep itself, not an absolute one (a KL of 1e-5 means one
+    thing for a tiny model and another for an 8B one). The KL of a small step grows about as the LR squared, so
+    0.01 is an LR about 10x below the gentlest LR that learned; without a learner nothing is called too low."""
     collapse: float = 0.1
     """a drop of held-out pass@1 from the trial's best trained eval to its last at least this large, ending
     at or below the base, is a collapse."""

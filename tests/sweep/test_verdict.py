@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.verdict.labels import LABELS, TrialEvidence, verdict
+from sweep.verdict.labels import LABELS, TrialEvidence, UpdateScale, update_scale, verdict
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, window
 from sweep.verdict.thresholds import Thresholds
 
@@ -118,12 +118,34 @@ def test_the_clip_rule_is_silent_with_one_on_policy_step_per_batch():
     assert verdict(TrialEvidence("t", optimizer_steps=2, **old_sweep), s).label == "too low"
 
 
-def test_the_measured_update_size_decides_too_low():
-    evals = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
-    s = score_trials(BASE, {"t": evals}, size=2)["t"]
-    tiny = TrialEvidence("t", evals=evals, base=BASE, update_kl=[3e-8] * 10, update_norm=[1e-7] * 10, variance_per_prompt=[0.1] * 10)
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_too_low_is_measured_against_the_sweep_s_own_update_size(scale):
+    """The same sweep at two scales (a tiny model's update KLs, and the same times 1e-4, as a large model's
+    might be): the same labels, because "too low" compares a trial's update with the gentlest update that
+    moved held-out pass@1 in its own sweep, not with an absolute KL."""
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    fell = [point(5, 0.10, spread=0.25), point(10, 0.05, spread=0.25)]
+    scores = score_trials(BASE, {"tiny": held, "mid": held, "learner": rose, "high": fell}, size=2)
+    kls = {"tiny": 3e-8, "mid": 2e-4, "learner": 2e-3, "high": 5e-2}
+    trials = {k: TrialEvidence(k, evals=ev, base=BASE, update_kl=[kls[k] * scale] * 10, update_norm=[1e-7] * 10, variance_per_prompt=[0.1] * 10)
+              for k, ev in (("tiny", held), ("mid", held), ("learner", rose), ("high", fell))}
+    found = update_scale([(trials[k], scores[k]) for k in trials])
+    assert found == UpdateScale(pytest.approx(2e-3 * scale), "learner")  # the learner's; the one that fell says nothing of "too small"
+    labels = {k: verdict(trials[k], scores[k], scale=found) for k in trials}
+    assert {k: v.label for k, v in labels.items()} == {"tiny": "too low", "mid": "flat", "learner": "learns", "high": "too high"}
+    # 3e-8 / 2e-3 = 1.5e-5 of the learner's update, below 0.01x; 2e-4 is 0.1x: moved, not by enough to show
+    assert "1.5e-05x that of trial learner" in labels["tiny"].why and "raise the LR" in labels["tiny"].why
+
+
+def test_without_a_trial_that_moved_the_score_nothing_is_called_too_low():
+    """No learner in the sweep: a held trial with a tiny update is flat, and the words say why nothing can tell."""
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    s = score_trials(BASE, {"t": held}, size=2)["t"]
+    tiny = TrialEvidence("t", evals=held, base=BASE, update_kl=[3e-8] * 10, variance_per_prompt=[0.1] * 10)
+    assert update_scale([(tiny, s)]) is None
     v = verdict(tiny, s)
-    assert v.label == "too low" and "3.0e-08" in v.why and "raise the LR" in v.why
+    assert v.label == "flat" and "no trial of this sweep learned" in v.why and "widen the LR range" in v.why
 
 
 def test_no_signal_env_limited_no_eval_and_error():
