@@ -76,10 +76,11 @@ def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy,
 
         local_rank = int(environ.LOCAL_RANK.get("0"))
         return VLLMGenerator(engine_settings(cfg, model_dir, ranks.rank), chat.end_id, local_rank)  # starts from model_dir's weights
+    streams = cfg.rollout.turns == "per_episode"
     if not ranks.sharded:
-        return HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id)
+        return HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id, streams=streams)
     sampler = load(False).to(device())
-    return HFGenerator(sampler, stop_id=chat.end_id, pad_id=chat.pad_id, needs_weight_sync=True)
+    return HFGenerator(sampler, stop_id=chat.end_id, pad_id=chat.pad_id, needs_weight_sync=True, streams=streams)
 
 
 def policy_source(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks):

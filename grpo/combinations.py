@@ -68,6 +68,8 @@ def pack_clashes(cfg: TrainerConfig, workers: int, gpu: bool) -> list[Clash]:
                                                    f"set it (e.g. {{rank: 16}}){why}"))
     if cfg.rollout.backend == "vllm":
         clashes.append(Clash("trainer.rollout.backend", f"= 'vllm': a pack samples with HF generate on its shared base; set it to hf{why}"))
+    if cfg.rollout.turns == "per_episode":
+        clashes.append(Clash("trainer.rollout.turns", f"= 'per_episode': a pack's members sample with plain batched turns; set it to batched{why}"))
     if workers > 1:
         clashes.append(Clash("resources.workers_per_trial", f"= {workers} with packed trials: a pack is one process (FSDP2-sharded LoRA "
                                                             f"is unverified); set it to 1{why}"))

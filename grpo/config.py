@@ -234,6 +234,13 @@ class RolloutConfig(StrictModel):
     """How episodes are sampled."""
 
     backend: Literal["hf", "vllm"] = Field("hf", description="Who samples: Hugging Face generate (CPU, tests) or vLLM (GPU).")
+    turns: Literal["batched", "per_episode"] = Field(
+        "batched",
+        description="How model turns reach the sampler. batched: one batch per turn of every live episode (each turn waits for the "
+        "slowest episode's tool call). per_episode: each episode's next turn is sent as soon as its tool result is back, each with "
+        "a seed of its own, so a transcript does not depend on timing (grpo.episodes.StreamedTurns). On HF it samples one request "
+        "at a time (slower on CPU: the loop's reference); on vLLM it is not built yet.",
+    )
     n_samples_per_prompt: int = Field(4, ge=2, le=64, description="Group size: samples per task per step.")
     prompts_per_step: int = Field(4, ge=1, description="Tasks per GRPO step.")
     temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature.")
@@ -250,6 +257,13 @@ class RolloutConfig(StrictModel):
     logprob_gap_max: float | None = Field(
         1.0, gt=0, description="Fail the trial past this gap: the sampler did not take the new weights (None: never fail)."
     )
+
+    @model_validator(mode="after")
+    def _streamed_turns_on_hf_only(self) -> RolloutConfig:
+        if self.turns == "per_episode" and self.backend == "vllm":
+            raise ValueError("turns: per_episode needs backend: hf for now (vLLM's streaming engine, one engine holding every live "
+                             "request, is not built: no GPU to verify it); set turns: batched")
+        return self
 
 
 class EnvConfig(StrictModel):

@@ -1,4 +1,8 @@
-"""Multi-turn episodes, token-in/token-out: each episode is a coroutine; their model turns are batched.
+"""Multi-turn episodes, token-in/token-out: each episode is a coroutine; their model turns are batched
+(``GenerationBatcher``: one batch per turn of every live episode, sorted by episode, so sampling does not
+depend on timing) or streamed (``StreamedTurns``, for a generator that ``streams``: each episode's next turn
+is sent as soon as its tool result is back, no barrier per turn, each request with a seed of its own made
+from the rollout's seed, the episode's number and the turn, so a transcript does not depend on timing either).
 
 An episode opens an MCP session for its task, renders the prompt once, then alternates: the model's
 sampled ids (loss mask 1) and the tool turn's ids (loss mask 0). It ends on ``<done>``, after
@@ -13,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
@@ -138,8 +143,46 @@ class GenerationBatcher:
             future.set_result(completion)
 
 
+def request_seed(seed: int, order: int, turn: int) -> int:
+    """One request's seed: a stable hash of the rollout's seed, the episode's number and its turn (the same in
+    every process and run, whatever else was in flight)."""
+    return zlib.crc32(f"{seed}:{order}:{turn}".encode()) & 0x7FFFFFFF
+
+
+class StreamedTurns:
+    """Each episode's turn goes to the generator alone, as soon as the episode asks (``StreamingGenerator.agenerate``),
+    with its own seed (``request_seed``). The same interface as ``GenerationBatcher``; with no batch to fill,
+    an episode that ends or waits for room holds up nothing."""
+
+    def __init__(self, generator, sampling: SamplingParams, seed: int):
+        self.generator = generator
+        self.sampling = sampling
+        self.seed = seed
+        self.turns: dict[int, int] = {}
+
+    async def generate(self, prompt: list[int], order: int) -> Completion:
+        turn = self.turns.get(order, 0)
+        self.turns[order] = turn + 1
+        return await self.generator.agenerate(prompt, replace(self.sampling, seed=request_seed(self.seed, order, turn)))
+
+    def finished(self) -> None:
+        pass
+
+    @asynccontextmanager
+    async def queued(self) -> AsyncIterator[None]:
+        yield
+
+
+def turn_source(generator: Generator, sampling: SamplingParams, live: int) -> GenerationBatcher | StreamedTurns:
+    """Streamed turns for a generator that streams, else one batch per turn."""
+    if getattr(generator, "streams", False):
+        return StreamedTurns(generator, sampling, generator.rollout_seed())
+    return GenerationBatcher(generator, sampling, live)
+
+
 async def _run_episode(
-    task: Task, group_id: int, order: int, client: EpisodeClient, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits
+    task: Task, group_id: int, order: int, client: EpisodeClient, batcher: GenerationBatcher | StreamedTurns, chat: ChatFormat,
+    limits: EpisodeLimits,
 ) -> Trajectory:
     traj = Trajectory(task.task_key, task.env_key, group_id)
     released = False
@@ -168,7 +211,8 @@ async def _run_episode(
 
 
 async def _turns(
-    traj: Trajectory, order: int, session, batcher: GenerationBatcher, chat: ChatFormat, limits: EpisodeLimits, conversation: list[dict[str, str]]
+    traj: Trajectory, order: int, session, batcher: GenerationBatcher | StreamedTurns, chat: ChatFormat, limits: EpisodeLimits,
+    conversation: list[dict[str, str]],
 ) -> None:
     """The agent's turns, appended to ``traj`` as tokens and to ``conversation`` as messages."""
     for turn in range(limits.max_turns):
@@ -219,13 +263,13 @@ async def run_episodes(
     group_ids: Sequence[int] | None = None,
 ) -> list[Trajectory]:
     """``n_samples`` episodes of each task, each on its env_key's client, model turns batched across all of
-    them. Task i's episodes form group ``group_ids[i]`` (default i): a group's one identity, which the
-    advantages and the metrics both group by."""
+    them (or streamed, ``turn_source``). Task i's episodes form group ``group_ids[i]`` (default i): a group's
+    one identity, which the advantages and the metrics both group by."""
     groups = list(group_ids) if group_ids is not None else list(range(len(tasks)))
     if len(set(groups)) != len(tasks):
         raise ValueError(f"{len(tasks)} tasks need as many distinct group ids, got {groups}")
     sampling = SamplingParams(limits.max_generate_length, limits.temperature)
-    batcher = GenerationBatcher(generator, sampling, live=len(tasks) * n_samples)
+    batcher = turn_source(generator, sampling, live=len(tasks) * n_samples)
     jobs = [(task, group) for group, task in zip(groups, tasks) for _ in range(n_samples)]
     return list(await asyncio.gather(*[_run_episode(task, group, i, clients[task.env_key], batcher, chat, limits) for i, (task, group) in enumerate(jobs)]))
 

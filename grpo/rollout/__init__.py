@@ -5,6 +5,11 @@ The trainer sees only this protocol and ``make_generator``; ``hf.py`` implements
 the loop. One step drives a generator as: ``generate`` (many calls: one per batched model turn),
 ``sleep`` (free memory for the update), ``load_weights`` (the updated policy, parameter by parameter;
 only when ``needs_weight_sync``, i.e. the sampler is not the training module itself), ``wake``.
+
+A generator whose ``streams`` is true also serves one request at a time, concurrently (``agenerate``; on a
+GPU an engine with continuous batching would hold every live request): ``grpo.episodes`` then sends each
+episode's next turn as soon as its tool result is back, with a seed of its own (``SamplingParams.seed``),
+instead of one batch per turn that waits for every live episode.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ log = logging.getLogger(__name__)
 class SamplingParams:
     max_new_tokens: int
     temperature: float = 1.0
+    seed: int | None = None  # one request's own seed (streamed turns): the same seed samples the same tokens, whenever it runs
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,18 @@ class Generator(Protocol):
     def sleep(self) -> None: ...
 
     def wake(self) -> None: ...
+
+
+class StreamingGenerator(Generator, Protocol):
+    """A generator that also serves single requests, concurrently, each sampled from its own seed."""
+
+    streams: bool
+
+    async def agenerate(self, prompt: list[int], sampling: SamplingParams) -> Completion: ...
+
+    def rollout_seed(self) -> int:
+        """A fresh base seed for one rollout, from the trial's RNG (so it is checkpointed and resumed with it)."""
+        ...
 
 
 def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:

@@ -1,4 +1,5 @@
-"""Hugging Face ``generate`` behind the generator seam: batched, left-padded, pure sampling (no top-k/top-p).
+"""Hugging Face ``generate`` behind the generator seam: batched, left-padded, pure sampling (no top-k/top-p);
+with ``streams``, also one request at a time from its own seed (``agenerate``).
 
 On one process it samples from the training policy object itself (``needs_weight_sync`` False); with
 FSDP2 ranks from an unsharded copy that ``load_weights`` refreshes after each update. Runs on the
@@ -18,11 +19,24 @@ LOGITS_BUDGET_BYTES = 4 * 2**30  # generate keeps every step's logits: a 152K vo
 
 
 class HFGenerator:
-    def __init__(self, model, stop_id: int, pad_id: int, needs_weight_sync: bool = False):
+    def __init__(self, model, stop_id: int, pad_id: int, needs_weight_sync: bool = False, streams: bool = False):
         self.model = model
         self.stop_id = stop_id
         self.pad_id = pad_id
         self.needs_weight_sync = needs_weight_sync
+        self.streams = streams  # rollout.turns: per_episode (``agenerate``, one request at a time)
+
+    async def agenerate(self, prompt: list[int], sampling: SamplingParams) -> Completion:
+        """One request alone, sampled from its own seed (``sampling.seed``), in a fork of the RNG: what a
+        streaming engine does, on HF. It computes without yielding, so on CPU it batches nothing (slower than
+        ``generate``): it is the per-episode loop's reference, not its speed."""
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(sampling.seed if sampling.seed is not None else 0)
+            return self._generate([prompt], sampling)[0]
+
+    def rollout_seed(self) -> int:
+        return int(torch.randint(0, 2**31 - 1, (1,)).item())
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
         """All prompts, in as few ``generate`` calls as the logits they keep allow (one, for a small vocabulary)."""

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from grpo.episodes import EpisodeLimits, run_episodes
+from grpo.episodes import EpisodeLimits, request_seed, run_episodes
 from grpo.rollout import Completion, SamplingParams
 from grpo.warmstart import reference_conversation, supervised_example
 from toolenvs.client import EnvClient
@@ -178,3 +178,99 @@ def test_episodes_waiting_for_room_do_not_hold_up_the_batch(hotel_server, chat, 
     assert capped.peak == 1 and set(gen.batches) == {1}  # one episode at a time, each turn a batch of one
     assert [(t.reward, t.stop_reason) for t in trajs] == [(1.0, "done")] * 4
     assert sum(gen.batches) == sum(t.num_turns for t in trajs)
+
+
+class SlowClient:
+    """The live hotel server, with the tool calls of some tasks' episodes answered ``delay_s`` late."""
+
+    def __init__(self, client: EnvClient, slow: set[str], delay_s: float):
+        self.client, self.slow, self.delay_s = client, slow, delay_s
+
+    @asynccontextmanager
+    async def episode(self, task, queued=None):
+        async with self.client.episode(task) as session:
+            yield _SlowSession(session, self.delay_s if task.task_key in self.slow else 0.0)
+
+
+class _SlowSession:
+    def __init__(self, session, delay_s: float):
+        self.session, self.delay_s, self.tools = session, delay_s, session.tools
+
+    async def call_tool(self, name, arguments):
+        await asyncio.sleep(self.delay_s)
+        return await self.session.call_tool(name, arguments)
+
+    async def score(self, **kwargs):
+        return await self.session.score(**kwargs)
+
+
+class StreamingScript(ScriptedGenerator):
+    """The script's answers one request at a time (``agenerate``), each request and its seed recorded in the order sent."""
+
+    streams = True
+
+    def __init__(self, chat, scripts):
+        super().__init__(chat, scripts)
+        self.requests: list[tuple[tuple[int, ...], int, int | None]] = []  # (the episode's key, its turn, the request's seed)
+
+    async def agenerate(self, prompt, sampling):
+        (completion,) = self.generate([prompt], sampling)
+        key = next(k for k in self.scripts if tuple(prompt[: len(k)]) == k)
+        self.requests.append((key, sum(1 for r in self.requests if r[0] == key), sampling.seed))
+        await asyncio.sleep(0)
+        return completion
+
+    def rollout_seed(self) -> int:
+        return 7
+
+
+def test_streamed_turns_send_each_episode_s_next_turn_without_waiting_for_the_others(hotel_server, chat, tasks):
+    """An episode whose tool calls are slow holds up only itself: the fast one sends all its turns first (a
+    batch per turn would make it wait for the slow one at every turn); each request carries its own seed."""
+    fast, slow = next(t for t in tasks if len(t.solution) == 2), next(t for t in reversed(tasks) if len(t.solution) == 2)
+    scripts = {_key(chat, t): [text for text, _ in reference_conversation(t).turns] for t in (fast, slow)}
+    client = SlowClient(EnvClient(hotel_server.base_url), {slow.task_key}, delay_s=0.3)
+    streamed = StreamingScript(chat, dict(scripts))
+    trajs = asyncio.run(asyncio.wait_for(run_episodes([fast, slow], 1, {"hotel": client}, streamed, chat, LIMITS), timeout=60))
+    assert [(t.reward, t.stop_reason) for t in trajs] == [(1.0, "done")] * 2  # every episode ended
+    sent = [(key == _key(chat, fast), turn) for key, turn, _ in streamed.requests]
+    assert sent.index((True, 2)) < sent.index((False, 1))  # the fast episode's last turn went before the slow one's second
+    assert streamed.batches == [1] * 6
+    assert {(turn, seed) for key, turn, seed in streamed.requests if key == _key(chat, slow)} == {(t, request_seed(7, 1, t)) for t in range(3)}
+    batched = ScriptedGenerator(chat, dict(scripts))
+    asyncio.run(asyncio.wait_for(run_episodes([fast, slow], 1, {"hotel": client}, batched, chat, LIMITS), timeout=60))
+    assert batched.batches == [2, 2, 2]  # the barrier: every turn waited for the slow episode
+
+
+def test_streamed_turns_hold_the_cap_and_never_wait_on_a_queued_episode(hotel_server, chat, tasks):
+    """Room for one episode at a time (Fleet's instance cap): streamed, every episode still ends, one at a time."""
+    picked = [tasks[0], tasks[-1]]
+    gen = StreamingScript(chat, {_key(chat, t): [text for text, _ in reference_conversation(t).turns] for t in picked})
+    capped = CappedClient(EnvClient(hotel_server.base_url), size=1)
+    trajs = asyncio.run(asyncio.wait_for(run_episodes(picked, 2, {"hotel": capped}, gen, chat, LIMITS), timeout=60))
+    assert capped.peak == 1 and [(t.reward, t.stop_reason) for t in trajs] == [(1.0, "done")] * 4
+    assert len(gen.requests) == sum(t.num_turns for t in trajs)
+
+
+def test_a_streamed_transcript_does_not_depend_on_timing(hotel_server, chat, tasks, tiny_base):
+    """The real HF generator one request at a time: the same rollout seed gives the same transcripts whether
+    one task's tool calls are slow or not (each request samples from its own seed, whatever ran before it),
+    and a seed is what decides them (another gives others)."""
+    import torch
+
+    from grpo.policy import load_policy
+    from grpo.rollout.hf import HFGenerator
+
+    model = load_policy(tiny_base, trainable=False)
+    gen = HFGenerator(model, stop_id=chat.end_id, pad_id=chat.pad_id, streams=True)
+    picked = [tasks[0], tasks[-1]]
+
+    def transcripts(slow: set[str], seed: int) -> list[list[int]]:
+        torch.manual_seed(seed)  # the rollout's seed comes from the trial's RNG
+        client = SlowClient(EnvClient(hotel_server.base_url), slow, delay_s=0.2)
+        trajs = asyncio.run(asyncio.wait_for(run_episodes(picked, 2, {"hotel": client}, gen, chat, LIMITS), timeout=120))
+        return [t.token_ids for t in trajs]
+
+    first = transcripts(set(), seed=0)
+    assert transcripts({picked[0].task_key}, seed=0) == first == transcripts({picked[1].task_key}, seed=0)
+    assert transcripts(set(), seed=1) != first

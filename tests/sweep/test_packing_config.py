@@ -30,5 +30,7 @@ def test_what_cannot_share_a_base_is_refused_by_name(tmp_path):
     _fails(tmp_path, LORA.replace("space:\n", "space:\n  eval.split_seed: {choice: [0, 1]}\n"), "'space.eval.split_seed' changes the base")
     _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, workers_per_trial: 2}"), "'resources.workers_per_trial' = 2 with packed trials")
     _fails(tmp_path, LORA.replace("{trials_per_worker: 4}", "{trials_per_worker: 4, gpus_per_trial: 1}"), "'resources.gpus_per_trial' > 0 with packed trials")
+    _fails(tmp_path, LORA.replace("model: {lora: {rank: 4}}", "model: {lora: {rank: 4}}, rollout: {turns: per_episode}"),
+           "'trainer.rollout.turns' = 'per_episode': a pack's members sample with plain batched turns")
     _fails(tmp_path, LORA + "scheduler: {type: pbt, mutations: {optim.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\nsearch: {searcher: random}\n",
            "with scheduler.type 'pbt'")
