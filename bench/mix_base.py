@@ -54,18 +54,18 @@ def interval(counts: list[tuple[int, int]], seed: int = 0) -> tuple[float, float
     return float(low), float(high)
 
 
-def trainer_config(overrides: list[str], seed: int):
+def trainer_config(space: Path, overrides: list[str], seed: int):
     """The space's base trainer with ``--set`` overrides (as ``sweep train --set``) at this warm-start seed."""
     from sweep.spec.loader import load_trainer, parse_sets
 
-    trainer, _ = load_trainer(SPACE, parse_sets([*overrides, f"model.warmstart_seed={seed}"]))
+    trainer, _ = load_trainer(space, parse_sets([*overrides, f"model.warmstart_seed={seed}"]))
     return trainer
 
 
-def run_seed(overrides: list[str], seed: int) -> list[dict]:
+def run_seed(space: Path, overrides: list[str], seed: int) -> list[dict]:
     from grpo.data import trial_tasks
 
-    trainer = trainer_config(overrides, seed)
+    trainer = trainer_config(space, overrides, seed)
     _, held_out = trial_tasks(trainer)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grpo.warmstart", trainer.model_dump_json()], check=True, cwd=ROOT)
@@ -99,16 +99,18 @@ def run_seed(overrides: list[str], seed: int) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", type=Path, default=SPACE, help="the space file whose base trainer to build (default: the mix's)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="warm-start seeds (model.warmstart_seed)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="trainer override, as `sweep run --set`")
     args = parser.parse_args()
-    rows = [row for seed in args.seeds for row in run_seed(args.set, seed)]
+    rows = [row for seed in args.seeds for row in run_seed(args.space, args.set, seed)]
     per_seed = {}
     for seed in args.seeds:
         classes = [r["class"] for r in rows if r["seed"] == seed]
         per_seed[str(seed)] = {"classes": {r["env"]: r["class"] for r in rows if r["seed"] == seed},
                                "met": classes.count("SATURATED") >= 1 and classes.count("FAILING") >= 1 and classes.count("LEARNABLE") >= 2}
-    summary = {"space": str(SPACE.relative_to(ROOT)), "overrides": args.set, "seeds": per_seed,
+    space = args.space.resolve()
+    summary = {"space": str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space), "overrides": args.set, "seeds": per_seed,
                "target_met": all(s["met"] for s in per_seed.values())}
     record("mix_base", rows, summary)
     return 0
