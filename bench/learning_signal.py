@@ -1,49 +1,55 @@
-"""Do dynamic sampling and the curriculum buy held-out pass@1 with fewer rollout episodes? Plain GRPO against both.
+"""Do dynamic sampling and the curricula buy held-out pass@1 with fewer rollout episodes? Plain GRPO against each.
 
-    python bench/learning_signal.py                       # 3 seeds x 3 arms on the learning space (hours on 2 cores)
-    python bench/learning_signal.py --seeds 0 1 2 3 4     # more seeds, narrower intervals
-    python bench/learning_signal.py --tiny                # 1 seed, 2 steps, small evals: checks the bench runs end to end
+    python bench/learning_signal.py                                                    # the learning space (hotel), 3 seeds x 4 arms
+    python bench/learning_signal.py --space sweep/search_spaces/fleet_mix_cpu.yaml    # the mix: saturated and failing envs among others
+    python bench/learning_signal.py --tiny                                             # 1 seed, 2 steps, small evals: runs end to end
 
-The learning space (``sweep/search_spaces/learning_cpu.yaml``): its shipped base, its held-out split, its
-trainer, changed only by the arm's keys. Arms: ``plain``; ``dynamic`` (``algorithm.dynamic_sampling``,
-3 rounds at most); ``curriculum`` (``data.curriculum``, seeded by a probe of the base made once with
-``sweep forecast``'s own ``probe``, k samples per training task). Same budget: every arm stops once its
+The space's base, held-out split and trainer, changed only by the arm's keys. Arms: ``plain``; ``dynamic``
+(``algorithm.dynamic_sampling``, 3 rounds at most); ``curriculum`` (``data.curriculum``, task level) and
+``env_curriculum`` (``data.curriculum.level: env``), both seeded by a probe of the base made once with
+``sweep forecast``'s own ``probe``, k samples per training task. Same budget: every arm stops once its
 training rollouts reach the plain run's (``total_steps x prompts_per_step x n_samples_per_prompt``
-episodes; dynamic sampling spends more per step, so it runs fewer steps on the same schedule). Held-out
-evals every ``eval.interval`` steps, each at the training episodes spent by then (the base's at 0).
+episodes; dynamic sampling spends more per step, so it runs fewer steps). Held-out evals every
+``eval.interval`` steps, each at the training episodes spent by then (the base's at 0).
 
-Per seed, the target is the plain run's best held-out pass@1 after training began; an arm's cost is the
-training episodes it spent by its first eval at or above the target (a run that never gets there counts
-at the budget, a lower bound, and is named). Printed per run, then per arm: the mean cost with a 95%
-t-interval over seeds, the share of rolled-out groups with signal (``1 - reward/frac_zero_variance``)
-and of trained groups (dynamic sampling trains only groups with signal unless a step found none); then
-one JSON line ``{"bench": "signal", ..., "ratio": {arm: cost / plain's cost}}`` with a paired bootstrap
-interval over seeds. Not a CI test; it leaves out the probe's own episodes from the curriculum's cost
-(a sweep makes the probe once for all its trials).
+Per seed, the target is the plain run's *final* held-out pass@1: the mean of its last two evals (not its
+best, a maximum over a noisy curve). Per arm and seed: the training episodes spent by its first eval at or
+above the target (a run that never gets there counts at the budget and is named), its own final score
+(the mean of its last two evals: the score at equal episodes), its final minus plain's with a 90% paired
+bootstrap interval over held-out tasks (tasks resampled, then each task's passes from its binomial), and
+the share of rolled-out groups with signal (``1 - reward/frac_zero_variance``) and of trained groups. Per
+seed, never pooled into intervals over three seeds. The target (issue 34): some arm reaches plain's final
+score in <= 0.6x the episodes on every seed, and its final score is not below plain's beyond that noise.
+Every run's steps and evals go to ``bench/data/signal_*.jsonl`` (``bench/record.py``), the summary last. Not
+a CI test; the probe's own episodes are left out of the curricula's cost (a sweep makes it once).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 import time
 from pathlib import Path
-from statistics import fmean, stdev
+from statistics import fmean
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.record import record  # noqa: E402
 
 SPACE = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
 ARMS: dict[str, dict[str, Any]] = {
     "plain": {},
     "dynamic": {"algorithm.dynamic_sampling": {"enabled": True, "max_rounds": 3}},
     "curriculum": {"data.curriculum": {"enabled": True}},  # prior_path: the bench's probe, set in run_arm
+    "env_curriculum": {"data.curriculum": {"enabled": True, "level": "env"}},
 }
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # two-sided t quantiles, by df
+FINAL = 2  # evals averaged into a run's final score
+TARGET_RATIO = 0.6
+LEVEL = 0.9
 
 
 class BudgetSpent(Exception):
@@ -82,45 +88,65 @@ def episodes_to_reach(curve: list[tuple[int, float]], target: float) -> int | No
     return next((spent for spent, value in curve if spent > 0 and value >= target - 1e-12), None)
 
 
-def mean_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95% t-interval over seeds (the mean twice for one value)."""
-    mean = fmean(values)
-    if len(values) < 2:
-        return mean, mean, mean
-    half = T95.get(len(values) - 1, 1.96) * stdev(values) / len(values) ** 0.5
-    return mean, mean - half, mean + half
+def final_score(evals: dict[int, float]) -> float:
+    """The mean of the last ``FINAL`` trained evals' pass@1."""
+    trained = [value for step, value in sorted(evals.items()) if step > 0]
+    return fmean(trained[-FINAL:])
 
 
-def ratio_interval(costs: list[float], plain: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """mean(costs) / mean(plain) with a paired percentile bootstrap over seeds (95%)."""
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(resamples):
-        pick = [rng.randrange(len(costs)) for _ in costs]
-        ratios.append(fmean(costs[i] for i in pick) / fmean(plain[i] for i in pick))
-    ratios.sort()
-    return fmean(costs) / fmean(plain), ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+def final_rates(tasks: dict[int, dict[str, list[int]]]) -> dict[str, tuple[float, float]]:
+    """Per held-out task, (passes, episodes) summed over the last ``FINAL`` trained evals."""
+    steps = [step for step in sorted(tasks) if step > 0][-FINAL:]
+    out: dict[str, list[float]] = {}
+    for step in steps:
+        for key, (passes, n) in tasks[step].items():
+            acc = out.setdefault(key, [0.0, 0.0])
+            acc[0] += passes
+            acc[1] += n
+    return {k: (p, n) for k, (p, n) in out.items()}
 
 
-def make_probe(folder: Path, k: int, tiny: dict[str, Any]) -> Path:
-    """``sweep forecast``'s probe of the base on the training tasks, saved as the curriculum's prior."""
+def paired_difference(arm: dict[str, tuple[float, float]], plain: dict[str, tuple[float, float]], draws: int = 2000,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """The arm's final per-task pass rate minus plain's, averaged over tasks, with a 90% two-stage bootstrap:
+    tasks resampled (the same for both), then each task's passes drawn again from its binomial."""
+    import numpy as np
+
+    keys = sorted(set(arm) & set(plain))
+    a = np.array([arm[k] for k in keys])
+    b = np.array([plain[k] for k in keys])
+    rate = lambda c: c[:, 0] / np.maximum(c[:, 1], 1)  # noqa: E731
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(keys), (draws, len(keys)))
+
+    def redrawn(c):
+        n = c[picks, 1].astype(np.int64)
+        return rng.binomial(n, rate(c)[picks]) / np.maximum(n, 1)
+
+    diffs = (redrawn(a) - redrawn(b)).mean(axis=1)
+    low, high = np.quantile(diffs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return float((rate(a) - rate(b)).mean()), float(low), float(high)
+
+
+def make_probe(space: Path, folder: Path, k: int, tiny: dict[str, Any]) -> Path:
+    """``sweep forecast``'s probe of the base on the training tasks, saved as the curricula's prior."""
     from grpo.curriculum import write_probe
     from sweep.forecast import probe
     from sweep.spec.loader import load_trainer
 
-    cfg, _ = load_trainer(SPACE, tiny)
+    cfg, _ = load_trainer(space, tiny)
     return write_probe(folder / "probe.json", probe(cfg, k), k)
 
 
-def run_arm(arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any]) -> dict[str, Any]:
+def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any]) -> dict[str, Any]:
     from grpo.trainer import train
     from sweep.spec.loader import load_trainer
 
     out = probe_path.parent / f"{arm}_s{seed}"
     sets = {**tiny, "total_steps": steps, "seed": seed, "output_dir": str(out), **ARMS[arm]}
-    if arm == "curriculum":
+    if "data.curriculum" in sets:
         sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
-    cfg, _ = load_trainer(SPACE, sets)
+    cfg, _ = load_trainer(space, sets)
     reporter = BudgetReporter(budget)
     started = time.perf_counter()
     try:
@@ -129,40 +155,51 @@ def run_arm(arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny
         pass
     lines = [json.loads(line) for line in (out / "aggregated_results.jsonl").read_text().splitlines()]
     evals = {int(e["global_step"]): float(e["eval/avg_pass_at_1"]) for e in lines}
-    return {"arm": arm, "seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps, "evals": evals}
+    tasks = {int(e["global_step"]): e.get("tasks") or {} for e in lines}
+    envs = {int(e["global_step"]): {k.split("/")[1]: v for k, v in e.items() if k.startswith("eval/") and k.endswith("/pass_at_1") and k.count("/") == 2}
+            for e in lines}
+    return {"arm": arm, "seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps, "evals": evals,
+            "tasks": tasks, "env_evals": envs}
 
 
-def summarize(runs: list[dict[str, Any]], seeds: list[int], steps: int, budget: int) -> dict[str, Any]:
-    """Per arm: episodes to the plain run's best (per seed), signal shares; the ratio to plain."""
+def summarize(runs: list[dict[str, Any]], seeds: list[int], budget: int, arms: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per arm and seed: episodes to plain's final score, its own final score and the difference with its
+    noise, the signal shares; and whether some arm met the target on every seed."""
     by = {(r["arm"], r["seed"]): r for r in runs}
-    target, cost, unreached = {}, {arm: [] for arm in ARMS}, {arm: [] for arm in ARMS}
-    arms: dict[str, Any] = {}
+    rows = []
     for seed in seeds:
         plain = by[("plain", seed)]
-        target[seed] = max(value for spent, value in eval_curve(plain["steps"], plain["evals"]) if spent > 0)
-        for arm in ARMS:
+        target = final_score(plain["evals"])
+        plain_cost = episodes_to_reach(eval_curve(plain["steps"], plain["evals"]), target) or budget
+        for arm in arms:
             run = by[(arm, seed)]
-            reached = episodes_to_reach(eval_curve(run["steps"], run["evals"]), target[seed])
-            cost[arm].append(float(reached if reached is not None else budget))
-            if reached is None:
-                unreached[arm].append(seed)
-    for arm in ARMS:
-        mean, low, high = mean_interval(cost[arm])
-        shares = {kind: [fmean(s[kind] for s in by[(arm, seed)]["steps"]) for seed in seeds] for kind in ("rollout_signal", "trained_signal")}
-        arms[arm] = {
-            "episodes_to_target": round(mean, 1), "ci95": [round(low, 1), round(high, 1)], "never_reached_seeds": unreached[arm],
-            **{f"{kind}_share": round(mean_interval(v)[0], 3) for kind, v in shares.items()},
-            **{f"{kind}_share_ci95": [round(x, 3) for x in mean_interval(v)[1:]] for kind, v in shares.items()},
-        }
-    ratio = {arm: [round(x, 3) for x in ratio_interval(cost[arm], cost["plain"])] for arm in ARMS if arm != "plain"}
-    return {"bench": "signal", "space": str(SPACE.relative_to(ROOT)), "seeds": seeds, "steps": steps, "budget_episodes": budget,
-            "target": {str(s): round(t, 3) for s, t in target.items()}, "arms": arms,
-            "ratio": {arm: r[0] for arm, r in ratio.items()}, "ratio_ci95": {arm: r[1:] for arm, r in ratio.items()}}
+            reached = episodes_to_reach(eval_curve(run["steps"], run["evals"]), target)
+            diff, low, high = paired_difference(final_rates(run["tasks"]), final_rates(plain["tasks"]), seed=seed)
+            rows.append({
+                "arm": arm, "seed": seed, "target": round(target, 4), "episodes_to_target": reached if reached is not None else budget,
+                "reached": reached is not None, "ratio": round((reached if reached is not None else budget) / plain_cost, 3),
+                "final": round(final_score(run["evals"]), 4), "final_minus_plain": round(diff, 4), "low": round(low, 4), "high": round(high, 4),
+                "rollout_signal_share": round(fmean(s["rollout_signal"] for s in run["steps"]), 3),
+                "trained_signal_share": round(fmean(s["trained_signal"] for s in run["steps"]), 3),
+            })
+    met = {}
+    for arm in arms:
+        if arm == "plain":
+            continue
+        mine = [r for r in rows if r["arm"] == arm]
+        met[arm] = all(r["reached"] and r["ratio"] <= TARGET_RATIO and r["high"] >= 0 for r in mine)
+    summary = {"seeds": seeds, "budget_episodes": budget, "target_ratio": TARGET_RATIO,
+               "per_seed": {f"{r['arm']}/s{r['seed']}": {k: r[k] for k in ("ratio", "final_minus_plain", "low", "high", "rollout_signal_share")}
+                            for r in rows},
+               "met_by": [arm for arm, ok in met.items() if ok], "target_met": any(met.values())}
+    return rows, summary
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--space", type=Path, default=SPACE, help="the space whose base, split and trainer the arms share (default: the learning space)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="RL seeds (the base and split stay the space's)")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="arms to run (plain always runs)")
     parser.add_argument("--steps", type=int, help="the plain run's GRPO steps, which set the budget (default: the space's)")
     parser.add_argument("--k", type=int, default=8, help="samples per training task in the curriculum's probe")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
@@ -177,29 +214,31 @@ def main() -> int:
         tiny |= {"rollout.prompts_per_step": 2, "rollout.n_samples_per_prompt": 4, "eval.n_samples": 1, "eval.interval": 1}
         seeds, k = args.seeds[:1], 1
         args.steps = args.steps or 2
-    cfg, _ = load_trainer(SPACE, tiny)
+    space = args.space.resolve()
+    arms = ["plain", *[a for a in args.arms if a != "plain"]]
+    cfg, _ = load_trainer(space, tiny)
     steps = args.steps or cfg.total_steps
     budget = steps * cfg.rollout.prompts_per_step * cfg.rollout.n_samples_per_prompt
     folder = args.keep or Path(tempfile.mkdtemp(prefix="signal-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    probe_path = make_probe(folder, k, tiny)
+    probe_path = make_probe(space, folder, k, tiny)
     print(f"probe of the base ({k} samples per training task): {probe_path}; budget {budget} training episodes per run", flush=True)
     runs = []
     for seed in seeds:
-        for arm in ARMS:
-            run = run_arm(arm, seed, steps, budget, probe_path, tiny)
+        for arm in arms:
+            run = run_arm(space, arm, seed, steps, budget, probe_path, tiny)
             runs.append(run)
             (folder / f"{arm}_s{seed}.json").write_text(json.dumps(run))
-            last = run["steps"][-1]
-            print(json.dumps({"arm": arm, "seed": seed, "minutes": run["minutes"], "steps": len(run["steps"]), "episodes": last["episodes"],
-                              "curve": eval_curve(run["steps"], run["evals"]),
+            print(json.dumps({"arm": arm, "seed": seed, "minutes": run["minutes"], "steps": len(run["steps"]), "episodes": run["steps"][-1]["episodes"],
+                              "curve": eval_curve(run["steps"], run["evals"]), "final": round(final_score(run["evals"]), 4),
                               "rollout_signal_share": round(fmean(s["rollout_signal"] for s in run["steps"]), 3)}), flush=True)
-    summary = summarize(runs, seeds, steps, budget)
-    for arm, row in summary["arms"].items():
-        print(f"{arm:>10}: {row['episodes_to_target']} episodes to the plain run's best (95% {row['ci95']}), "
-              f"groups with signal {row['rollout_signal_share']} rolled out, {row['trained_signal_share']} trained"
-              + (f"; never reached on seeds {row['never_reached_seeds']}" if row["never_reached_seeds"] else ""))
-    print(json.dumps(summary))
+    rows, summary = summarize(runs, seeds, budget, arms)
+    for r in rows:
+        print(f"seed {r['seed']} {r['arm']:>14}: {r['episodes_to_target']} episodes to plain's final {r['target']:.3f} ({r['ratio']}x plain's"
+              f"{'' if r['reached'] else ', never reached'}), final {r['final']:.3f} ({r['final_minus_plain']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]), "
+              f"groups with signal {r['rollout_signal_share']}")
+    space_name = str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space)
+    record("signal", [*runs, *rows], {"space": space_name, "steps": steps, **summary})
     return 0
 
 
