@@ -67,8 +67,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.num_samples is not None:
         sets["search.num_samples"] = args.num_samples
     cfg = load_space(args.space, sets)
-    _reachable(cfg.storage)
-    return run_sweep(cfg, fresh=args.fresh, space=str(args.space), watch=watch)
+    store = _reachable(cfg.storage)
+    from sweep.confirm import confirm_stage
+    from sweep.resume import experiment_uri
+
+    status = run_sweep(cfg, fresh=args.fresh, space=str(args.space), watch=watch)
+    return confirm_stage(experiment_uri(store.uri, cfg.name), status, watch)
 
 
 def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
@@ -94,7 +98,9 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
     watch = _watch(args)
     _reachable(split_experiment(args.path)[0], "the sweep's path")
-    return resume_sweep(args.path, watch=watch)
+    from sweep.confirm import confirm_stage
+
+    return confirm_stage(args.path, resume_sweep(args.path, watch=watch), watch, again=False)
 
 
 def _add_watch_flags(parser: argparse.ArgumentParser) -> None:

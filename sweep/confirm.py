@@ -6,7 +6,8 @@ steps (default: twice the sweep's), as a sweep of its own (``{name}_confirm`` be
 stopping, the original's base eval reused), judges it with the same verdict, and says per setting the
 gain of every seed and their mean, and whether the original #1 is still the best. The confirmed winner is
 exported to ``{sweep}/winner/``: ``trainer.yaml`` (a runnable trainer config: ``sweep train`` it) and
-the newest checkpoint of its best seed.
+the newest checkpoint of its best seed. With ``confirm.top`` set in the space file, ``sweep run`` (and
+``resume``) end with this stage themselves (``confirm_stage``) and write the sweep's report again with it.
 """
 
 from __future__ import annotations
@@ -175,3 +176,28 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     if winner is not None:
         print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
     return status
+
+
+def confirm_stage(uri: str, status: int, watch=None, again: bool = True) -> int:
+    """After ``sweep run`` (or ``resume``) of the sweep at ``uri``, with its ``confirm.top`` set and the sweep run:
+    its top settings again with fresh seeds (``run_confirm``, as ``sweep confirm`` runs them), the winner exported,
+    and the sweep's report written again with the confirmation. ``again`` False: not when a confirmation is
+    already there (a resumed sweep that had confirmed). The sweep's own results stand whatever happens here."""
+    from sweep.resume import load_config
+    from sweep.run import write_report
+    from sweep.store.storage import split_experiment
+
+    storage_uri, name = split_experiment(uri)
+    store = open_storage(storage_uri)
+    cfg = load_config(store, name)
+    if cfg.confirm.top == 0 or status != 0 or (not again and store.exists(name, "confirm.json")):
+        return status
+    print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
+          f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
+    try:
+        confirmed = run_confirm(uri, cfg.confirm.top, cfg.confirm.seeds, cfg.confirm.steps, fresh=True, watch=watch)
+    except ConfigError as exc:  # nothing to confirm (no trial reached a trained eval): said, not raised
+        print(f"confirm stage skipped: {exc}", flush=True)
+        return status
+    write_report(store, name)  # the report, now with the confirmation
+    return confirmed

@@ -44,32 +44,10 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
         save_config(store, cfg)
         from sweep.tuner import build_tuner
 
-        status = _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
+        return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
     except BaseException:
         forget_failed_start(store, cfg.name)
         raise
-    return confirm_stage(cfg, store, status, watch)
-
-
-def confirm_stage(cfg: SweepConfig, store: Storage, status: int, watch: Watch | None = None) -> int:
-    """With ``confirm.top`` set and the sweep run: its top settings again with fresh seeds (``sweep.confirm``, as
-    ``sweep confirm`` runs them), the winner exported, and the sweep's report written again with the
-    confirmation. The sweep's own results stand whatever happens here."""
-    if cfg.confirm.top == 0 or status != 0:
-        return status
-    from sweep.confirm import run_confirm
-    from sweep.resume import experiment_uri
-
-    print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
-          f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
-    try:
-        confirmed = run_confirm(experiment_uri(store.uri, cfg.name), cfg.confirm.top, cfg.confirm.seeds, cfg.confirm.steps, fresh=True,
-                                watch=watch)
-    except ConfigError as exc:  # nothing to confirm (no trial reached a trained eval): said, not raised
-        print(f"confirm stage skipped: {exc}", flush=True)
-        return status
-    write_report(store, cfg.name)  # the report, now with the confirmation
-    return confirmed
 
 
 def resume_sweep(uri: str, watch: Watch | None = None) -> int:
@@ -108,8 +86,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     from sweep.tuner import restoring
 
     with restoring(store.uri, name):  # its study is here now, wherever the sweep was first run
-        status = _fit_and_report(cfg, store, restore, watch)
-    return confirm_stage(cfg, store, status, watch) if not store.exists(name, "confirm.json") else status
+        return _fit_and_report(cfg, store, restore, watch)
 
 
 def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any], watch: Watch | None) -> int:
