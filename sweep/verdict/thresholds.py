@@ -1,11 +1,12 @@
 """The numbers behind every status and verdict, in one place (each is a ``sweep report`` flag).
 
-Per-env status, comparing the env's pass@1 at its first point (step 0: the base policy, when eval ran
-before training) with its best point:
+Per-env status (``sweep.report.envs.env_status``), comparing the env's pass@1 at the base with its last level
+(the mean of the last evals) and that change's noise (a bootstrap over the env's held-out tasks):
 
-- SATURATED: first ≥ ``saturated`` — the base policy already solves it; its groups carry little signal.
-- FAILING:   best ≤ ``failing`` — never (or almost never) solved; its groups are all zeros.
-- IMPROVED:  best − first ≥ ``min_delta``.
+- REGRESSED: below the base beyond noise, by at least ``min_delta``.
+- SATURATED: the base at or above ``saturated`` — the base policy already solves it; its groups carry little signal.
+- FAILING:   base and last at or below ``failing`` — never (or almost never) solved; its groups are all zeros.
+- IMPROVED:  above the base beyond noise, by at least ``min_delta``.
 - FLAT:      anything else.
 """
 
