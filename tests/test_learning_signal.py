@@ -1,0 +1,37 @@
+"""The learning-signal bench's measure, by hand: plain's final score (the mean of its last two evals, not its
+best), the per-task rates it is compared on, and the paired task bootstrap of an arm's final minus plain's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.learning_signal import episodes_to_reach, eval_curve, final_rates, final_score, paired_difference  # noqa: E402
+
+
+def test_the_final_score_is_the_mean_of_the_last_two_trained_evals_not_the_best():
+    evals = {0: 0.30, 5: 0.62, 10: 0.50, 15: 0.54}  # the best, 0.62 at step 5, is a lucky draw
+    assert final_score(evals) == pytest.approx(0.52)
+    steps = [{"step": s, "episodes": 64 * s} for s in range(1, 16)]
+    curve = eval_curve(steps, evals)
+    assert curve == [(0, 0.30), (320, 0.62), (640, 0.50), (960, 0.54)]
+    assert episodes_to_reach(curve, final_score(evals)) == 320 and episodes_to_reach(curve, 0.7) is None
+
+
+def test_final_rates_sum_the_last_two_evals_per_task():
+    tasks = {0: {"a": [0, 4]}, 5: {"a": [1, 4], "b": [0, 4]}, 10: {"a": [2, 4], "b": [4, 4]}, 15: {"a": [3, 4], "b": [2, 4]}}
+    assert final_rates(tasks) == {"a": (5, 8), "b": (6, 8)}
+
+
+def test_the_paired_difference_and_its_noise():
+    same = {"a": (4, 8), "b": (2, 8)}
+    diff, low, high = paired_difference(same, same)
+    assert diff == 0.0 and low < 0 < high  # each run's passes drawn again from its binomial: noise around no difference
+    diff, low, high = paired_difference({"a": (8, 8), "b": (8, 8)}, {"a": (0, 8), "b": (0, 8)})
+    assert (diff, low, high) == (1.0, 1.0, 1.0)  # every episode passed against none: no noise to draw
+    diff, low, high = paired_difference({"a": (6, 8), "b": (2, 8)}, {"a": (4, 8), "b": (2, 8)})
+    assert diff == pytest.approx(0.125) and low < 0.125 < high  # (6/8 - 4/8 + 0) / 2, with binomial noise around it
