@@ -72,7 +72,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sweep.resume import experiment_uri
 
     status = run_sweep(cfg, fresh=args.fresh, space=str(args.space), watch=watch)
-    return confirm_stage(experiment_uri(store.uri, cfg.name), status, watch)
+    return confirm_stage(experiment_uri(store.uri, cfg.name), status, watch, cfg=cfg)
 
 
 def _reachable(uri: str, what: str = "key 'storage'") -> Storage:

@@ -178,19 +178,27 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     return status
 
 
-def confirm_stage(uri: str, status: int, watch=None, again: bool = True) -> int:
+def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: SweepConfig | None = None) -> int:
     """After ``sweep run`` (or ``resume``) of the sweep at ``uri``, with its ``confirm.top`` set and the sweep run:
     its top settings again with fresh seeds (``run_confirm``, as ``sweep confirm`` runs them), the winner exported,
-    and the sweep's report written again with the confirmation. ``again`` False: not when a confirmation is
-    already there (a resumed sweep that had confirmed). The sweep's own results stand whatever happens here."""
+    and the sweep's report written again with the confirmation. ``cfg``: the sweep's config when the caller holds
+    it (``run``); else its saved config is read, and parsed only when it asks for the stage. ``again`` False: not
+    when a confirmation is already there (a resumed sweep that had confirmed). The sweep's own results stand
+    whatever happens here."""
+    if status != 0 or (cfg is not None and cfg.confirm.top == 0):
+        return status
     from sweep.resume import load_config
     from sweep.run import write_report
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
-    cfg = load_config(store, name)
-    if cfg.confirm.top == 0 or status != 0 or (not again and store.exists(name, "confirm.json")):
+    if cfg is None:
+        saved = json.loads(store.read_text(name, "sweep_config.json")) if store.exists(name, "sweep_config.json") else {}
+        if not (saved.get("confirm") or {}).get("top"):
+            return status
+        cfg = load_config(store, name)
+    if cfg.confirm.top == 0 or (not again and store.exists(name, "confirm.json")):
         return status
     print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
           f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
