@@ -46,13 +46,9 @@ def env_tables(rep: Report) -> tuple[list[str], list[list[Any]]]:
     """Every trial's per-env rows (the report's ``Environments, trial by trial``), in the ranking's order."""
     from sweep.report.envs import describe
 
-    columns, rows = [], []
-    for rank, j in enumerate(rep.judged, start=1):
-        for row in rep.env_tables.get(j.trial_id, []):
-            values = describe(row)
-            columns = ["rank", "trial", *values]
-            rows.append([rank, j.trial_id, *values.values()])
-    return columns, rows
+    rows = [[rank, j.trial_id, *describe(row).values()] for rank, j in enumerate(rep.judged, start=1) for row in rep.env_tables.get(j.trial_id, [])]
+    first = next((row for table in rep.env_tables.values() for row in table), None)
+    return (["rank", "trial", *describe(first)] if first else []), rows
 
 
 def _plain(value: Any) -> Any:
