@@ -19,6 +19,7 @@ from configkit import environ
 from grpo.chat import ChatFormat
 from grpo.combinations import refuse, worker_clashes
 from grpo.config import TrainerConfig
+from grpo.data import base_tasks
 from grpo.distributed import ONE_PROCESS, Ranks, barrier, device, on_gpu, parallelize
 from grpo.lora import AdapterOff, base_of, trainable_parameters, with_adapter
 from grpo.policy import load_policy
@@ -91,10 +92,11 @@ def policy_source(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks):
         from grpo.pretrained import load_model, load_pretrained_tokenizer
 
         return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable), cfg.model.name_or_path
+    seen = base_tasks(cfg, tasks)
     if ranks.main:
-        base_policy_path(cfg.model, list(tasks))
+        base_policy_path(cfg.model, seen)
     barrier(ranks)
-    base = str(base_policy_path(cfg.model, list(tasks)))
+    base = str(base_policy_path(cfg.model, seen))
     return load_tiny_tokenizer(base), lambda trainable: load_policy(base, trainable), base
 
 

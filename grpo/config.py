@@ -75,6 +75,10 @@ class WarmstartEnvConfig(StrictModel):
     give_up: float | None = Field(
         None, ge=0.0, lt=1.0, description="Share of this env's conversations taught as give-ups in the second phase (None: model.warmstart_give_up)."
     )
+    held_out: bool = Field(
+        False, description="Also warm-start on this env's held-out tasks: the base has seen them, as a pretrained model has seen the apps users "
+        "find saturated from step 0. Its held-out pass@1 then measures recall, not what the model learned: for making a saturated env, never for a learnable one."
+    )
 
 
 class ModelConfig(StrictModel):

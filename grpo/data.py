@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from configkit.base import ConfigError
@@ -117,6 +117,15 @@ def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
     if cfg.eval.tasks_path is not None:
         return tasks, held_out_file(cfg, {t.task_key for t in tasks})
     return held_out_split(tasks, cfg.eval.ratio, cfg.eval.split_seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)
+
+
+def base_tasks(cfg: TrainerConfig, train: Sequence[Task]) -> list[Task]:
+    """The tasks the tiny base is warm-started on (and hashed by): the training tasks, then the held-out tasks of
+    every env whose ``model.warmstart_envs`` entry sets ``held_out`` (an env made saturated by having seen them)."""
+    seen = {env for env, c in cfg.model.warmstart_envs.items() if c.held_out}
+    if not seen:
+        return list(train)
+    return [*train, *(t for t in trial_tasks(cfg)[1] if t.env_key in seen)]
 
 
 def held_out_file(cfg: TrainerConfig, training: set[str]) -> list[Task]:

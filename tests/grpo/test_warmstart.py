@@ -82,3 +82,20 @@ def test_weights_decide_which_conversations_are_drawn():
     uniform = _Recorder()
     warmstart.supervised_train(uniform, examples, pad_id=0, steps=20, lr=1e-3, batch_size=4, seed=0)
     assert set(uniform.seen) == {3, 4, 5}
+
+
+def test_held_out_coverage_adds_that_env_s_held_out_tasks_only():
+    from pathlib import Path
+
+    from grpo.config import TrainerConfig
+    from grpo.data import base_tasks, trial_tasks
+
+    data = Path(__file__).resolve().parents[2] / "toolenvs" / "data"
+    cfg = TrainerConfig(env={"tasks_path": [str(data / "hotel.jsonl"), str(data / "outlook.jsonl")]}, eval={"interval": 5, "max_tasks_per_env": 5})
+    train, held_out = trial_tasks(cfg)
+    assert base_tasks(cfg, train) == train  # unset: the training tasks alone (the shipped bases' recipes)
+    seen = cfg.model_copy(update={"model": cfg.model.model_copy(update={"warmstart_envs": {"outlook": WarmstartEnvConfig(held_out=True)}})})
+    covered = base_tasks(seen, train)
+    assert covered[: len(train)] == train
+    assert [t.task_key for t in covered[len(train):]] == [t.task_key for t in held_out if t.env_key == "outlook"] and len(covered) == len(train) + 5
+    assert warmstart.cache_key(seen.model, covered) != warmstart.cache_key(cfg.model, train)
