@@ -108,24 +108,12 @@ def final_rates(tasks: dict[int, dict[str, list[int]]]) -> dict[str, tuple[float
 
 def paired_difference(arm: dict[str, tuple[float, float]], plain: dict[str, tuple[float, float]], draws: int = 2000,
                       seed: int = 0) -> tuple[float, float, float]:
-    """The arm's final per-task pass rate minus plain's, averaged over tasks, with a 90% two-stage bootstrap:
-    tasks resampled (the same for both), then each task's passes drawn again from its binomial."""
-    import numpy as np
+    """The arm's final per-task pass rate minus plain's, averaged over tasks, with the verdict's 90% two-stage
+    bootstrap (``sweep.verdict.score.task_interval``: tasks resampled the same for both, then each task's
+    passes drawn again from its binomial)."""
+    from sweep.verdict.score import task_interval
 
-    keys = sorted(set(arm) & set(plain))
-    a = np.array([arm[k] for k in keys])
-    b = np.array([plain[k] for k in keys])
-    rate = lambda c: c[:, 0] / np.maximum(c[:, 1], 1)  # noqa: E731
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(keys), (draws, len(keys)))
-
-    def redrawn(c):
-        n = c[picks, 1].astype(np.int64)
-        return rng.binomial(n, rate(c)[picks]) / np.maximum(n, 1)
-
-    diffs = (redrawn(a) - redrawn(b)).mean(axis=1)
-    low, high = np.quantile(diffs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    return float((rate(a) - rate(b)).mean()), float(low), float(high)
+    return task_interval(arm, plain, draws, seed)
 
 
 def make_probe(space: Path, folder: Path, k: int, tiny: dict[str, Any]) -> Path:

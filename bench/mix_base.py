@@ -28,11 +28,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import record  # noqa: E402
+from sweep.verdict.score import task_interval  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml"
 BANDS = {"SATURATED": (0.9, 1.0), "FAILING": (0.0, 0.05), "LEARNABLE": (0.15, 0.7)}
-DRAWS = 2000
 
 
 def env_class(p: float) -> str:
@@ -40,18 +40,6 @@ def env_class(p: float) -> str:
         if low - 1e-9 <= p <= high + 1e-9:
             return name
     return "BETWEEN"
-
-
-def interval(counts: list[tuple[int, int]], seed: int = 0) -> tuple[float, float]:
-    """90% two-stage bootstrap interval of the mean per-task pass rate: tasks with replacement, then each
-    drawn task's passes again from its binomial."""
-    rng = np.random.default_rng(seed)
-    passes, n = np.array([c[0] for c in counts], float), np.array([c[1] for c in counts])
-    picks = rng.integers(0, len(counts), (DRAWS, len(counts)))
-    drawn = rng.binomial(n[picks], passes[picks] / np.maximum(n[picks], 1))
-    means = (drawn / np.maximum(n[picks], 1)).mean(axis=1)
-    low, high = np.quantile(means, [0.05, 0.95])
-    return float(low), float(high)
 
 
 def trainer_config(space: Path, overrides: list[str], seed: int):
@@ -83,9 +71,9 @@ def run_seed(space: Path, overrides: list[str], seed: int) -> list[dict]:
     rows = []
     for env, keys in sorted(by_env.items()):
         counts = [tuple(line["tasks"].get(k, (0, 0))) for k in keys]
-        valid = [c for c in counts if c[1] > 0]
-        p = float(np.mean([c[0] / c[1] for c in valid])) if valid else 0.0
-        low, high = interval(valid) if valid else (0.0, 0.0)
+        p, low, high = task_interval(dict(zip(keys, counts)))  # the verdict's two-stage bootstrap
+        if np.isnan(p):  # no episode of this env ran
+            p, low, high = 0.0, 0.0, 0.0
         levels: dict[int, list[float]] = defaultdict(list)
         for k, c in zip(keys, counts):
             if c[1]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
-from grpo.rollout import Completion, Generator, SamplingParams
+from grpo.rollout import Completion, Generator, SamplingParams, StreamingGenerator
 from toolenvs.errors import EnvError
 from toolenvs.outcomes import Failure
 from toolenvs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
@@ -154,7 +154,7 @@ class StreamedTurns:
     with its own seed (``request_seed``). The same interface as ``GenerationBatcher``; with no batch to fill,
     an episode that ends or waits for room holds up nothing."""
 
-    def __init__(self, generator, sampling: SamplingParams, seed: int):
+    def __init__(self, generator: StreamingGenerator, sampling: SamplingParams, seed: int):
         self.generator = generator
         self.sampling = sampling
         self.seed = seed
@@ -175,8 +175,8 @@ class StreamedTurns:
 
 def turn_source(generator: Generator, sampling: SamplingParams, live: int) -> GenerationBatcher | StreamedTurns:
     """Streamed turns for a generator that streams, else one batch per turn."""
-    if getattr(generator, "streams", False):
-        return StreamedTurns(generator, sampling, generator.rollout_seed())
+    if generator.streams:
+        return StreamedTurns(generator, sampling, generator.rollout_seed())  # type: ignore[arg-type]  # streams: a StreamingGenerator
     return GenerationBatcher(generator, sampling, live)
 
 

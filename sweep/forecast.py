@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from math import comb
 from statistics import fmean
 
+from sweep.report.envs import level_status
 from sweep.verdict.thresholds import Thresholds
 from toolenvs.outcomes import passed
-
-SATURATED = Thresholds().saturated  # mean success at or above this: the base policy already solves the env (the report's bar)
-FAILING = Thresholds().failing  # mean success at or below this: almost never solved, almost no signal
 
 
 def zero_variance_probability(p: float, n: int) -> float:
@@ -46,11 +44,8 @@ def expected_zero_variance(successes: Sequence[float], n: int) -> float:
 
 
 def env_status(mean_success: float) -> str:
-    if mean_success >= SATURATED:
-        return "SATURATED"
-    if mean_success <= FAILING:
-        return "FAILING"
-    return "OK"
+    """SATURATED, FAILING or LEARNABLE: the report's classes at its bars (``sweep.report.envs.level_status``)."""
+    return level_status(mean_success, Thresholds())
 
 
 @dataclass(frozen=True)
@@ -114,7 +109,7 @@ def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance
     ns = sorted(set(candidates))
     share = {n: fmean(r.zero_variance(n) for r in kept) if kept else 1.0 for n in ns}
     low = next(n for n in ns if share[n] <= share[ns[-1]] + tolerance)
-    flagged = [(row["env_key"], row["status"], row["mean_success"]) for row in forecast_table(results, ns)[:-1] if row["status"] != "OK"]
+    flagged = [(row["env_key"], row["status"], row["mean_success"]) for row in forecast_table(results, ns)[:-1] if row["status"] != "LEARNABLE"]
     return Suggestion(
         n_low=low, n_high=ns[-1], zero_var_low=share[low], zero_var_high=share[ns[-1]],
         always_solved=[r.task_key for r in results if r.successes == r.samples],

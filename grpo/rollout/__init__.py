@@ -44,6 +44,7 @@ class Completion:
 
 class Generator(Protocol):
     needs_weight_sync: bool
+    streams: bool  # true: also a StreamingGenerator (rollout.turns: per_episode)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]: ...
 
@@ -56,8 +57,6 @@ class Generator(Protocol):
 
 class StreamingGenerator(Generator, Protocol):
     """A generator that also serves single requests, concurrently, each sampled from its own seed."""
-
-    streams: bool
 
     async def agenerate(self, prompt: list[int], sampling: SamplingParams) -> Completion: ...
 

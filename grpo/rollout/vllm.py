@@ -128,6 +128,7 @@ def _load_weights_file(worker, path: str) -> int:
 
 class VLLMGenerator:
     needs_weight_sync = True
+    streams = False  # one batch per turn (rollout.turns: batched); per-episode requests are not built for vLLM yet
 
     def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0):
         try:

@@ -46,6 +46,16 @@ class EnvRow:
         return self.last - self.base
 
 
+def level_status(p: float, th: Thresholds) -> str:
+    """An env's class from one pass rate (a base eval, ``sweep forecast``'s probe): SATURATED at or above
+    ``saturated``, FAILING at or below ``failing``, else LEARNABLE."""
+    if p >= th.saturated - EPS:
+        return "SATURATED"
+    if p <= th.failing + EPS:
+        return "FAILING"
+    return "LEARNABLE"
+
+
 def env_status(base: float, last: float, low: float | None, high: float | None, th: Thresholds) -> str:
     """One env of one trial, base vs last and its noise (first rule that holds):
 
@@ -62,9 +72,9 @@ def env_status(base: float, last: float, low: float | None, high: float | None, 
     fell = high < 0 if high is not None else delta <= -th.min_delta + EPS
     if fell and delta <= -th.min_delta + EPS:
         return "REGRESSED"
-    if base >= th.saturated - EPS:
+    if level_status(base, th) == "SATURATED":
         return "SATURATED"
-    if max(base, last) <= th.failing + EPS:
+    if level_status(max(base, last), th) == "FAILING":
         return "FAILING"
     if rose and delta >= th.min_delta - EPS:
         return "IMPROVED"

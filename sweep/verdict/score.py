@@ -108,6 +108,30 @@ def _stream(seed: int, counts: tuple[np.ndarray, np.ndarray]) -> np.random.Gener
     return np.random.default_rng([seed, zlib.crc32(passes.tobytes() + valid.tobytes())])
 
 
+def task_interval(counts: Mapping[str, tuple[int, int]], minus: Mapping[str, tuple[int, int]] | None = None,
+                  draws: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
+    """One eval's mean per-task pass rate (``counts``: task -> (passes, episodes)), or its difference from
+    another eval's over the tasks both have (``minus``, paired by task), with the 90% interval of the same
+    two-stage bootstrap: tasks drawn with replacement (the same for both), then each drawn task's passes
+    again from its binomial. Tasks without an episode are left out; none left: NaNs."""
+    tasks = sorted(k for k in counts if counts[k][1] > 0 and (minus is None or (k in minus and minus[k][1] > 0)))
+    if not tasks:
+        return float("nan"), float("nan"), float("nan")
+
+    def arrays(c: Mapping[str, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([[c[t][0] for t in tasks]], float), np.array([[c[t][1] for t in tasks]], float)
+
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(tasks), (draws, len(tasks)))
+    first = arrays(counts)
+    rates, resampled = _window_rates(*first), _redrawn(*first, picks, rng)
+    if minus is not None:
+        second = arrays(minus)
+        rates, resampled = rates - _window_rates(*second), resampled - _redrawn(*second, picks, rng)
+    low, high = np.quantile(resampled.mean(axis=1), [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return float(rates.mean()), float(low), float(high)
+
+
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
                  draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
     """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's

@@ -16,6 +16,8 @@ from toolenvs.client import EnvClient
 class ScriptedGenerator:
     """Answers each episode's turns from a script keyed by the prompt's first ids; records batch sizes."""
 
+    streams = False
+
     def __init__(self, chat, scripts: dict[tuple[int, ...], list[str]]):
         self.chat = chat
         self.scripts = scripts
@@ -85,6 +87,8 @@ def test_environment_failure_marks_env_error(chat, tasks):
 
 def test_a_failing_generator_fails_every_episode_instead_of_hanging(hotel_server, chat, tasks):
     class Broken:
+        streams = False
+
         def generate(self, prompts, sampling):
             raise RuntimeError("out of memory")
 

@@ -213,3 +213,19 @@ def test_ties_and_intervals_hold_whatever_the_trial_ids_and_their_order():
         assert all(scores[n].tied for n in trials if n != first and trials[n] is trials[first]), case
         shuffled = dict(rng.sample(sorted(trials.items()), len(trials)))
         assert score_trials(BASE, shuffled, size=2) == scores, case
+
+
+def test_task_interval_of_one_eval_and_of_a_paired_difference():
+    from sweep.verdict.score import task_interval
+
+    assert task_interval({"a": (8, 8), "b": (0, 8)})[0] == 0.5  # (1 + 0) / 2
+    p, low, high = task_interval({"a": (8, 8), "b": (8, 8)})
+    assert (p, low, high) == (1.0, 1.0, 1.0)  # every episode passed: nothing to redraw
+    p, low, high = task_interval({"a": (8, 8), "b": (0, 8)})
+    assert low == 0.0 and high == 1.0  # two tasks drawn with replacement: both a (1), both b (0), one each (0.5)
+    same = {"a": (4, 8), "b": (2, 8)}
+    diff, low, high = task_interval(same, same)
+    assert diff == 0.0 and low < 0 < high  # each eval's passes drawn again: noise around no difference
+    diff, low, high = task_interval({"a": (6, 8), "b": (2, 8), "c": (1, 0)}, {"a": (4, 8), "b": (2, 8)})
+    assert diff == 0.125 and low < diff < high  # (6/8 - 4/8 + 0) / 2; c has no episode and is left out
+    assert all(x != x for x in task_interval({"a": (0, 0)}))  # no episode at all: NaNs, not a number that looks measured
