@@ -89,7 +89,7 @@ def _reachable(uri: str, what: str = "key 'storage'") -> Storage:
 def _cmd_confirm(args: argparse.Namespace) -> int:
     from sweep.confirm import run_confirm
 
-    return run_confirm(args.path, top=args.top, seeds=args.seeds, steps=args.steps, fresh=args.fresh)
+    return run_confirm(args.path, top=args.top, seeds=args.seeds, steps=args.steps, fresh=args.fresh, watch=_watch(args))
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     confirm.add_argument("--seeds", type=int, default=2, help="fresh RL seeds per setting (default 2)")
     confirm.add_argument("--steps", type=int, help="GRPO steps per trial (default: twice the sweep's)")
     confirm.add_argument("--fresh", action="store_true", help="delete an earlier confirmation of this sweep and start over")
+    _add_watch_flags(confirm)
     confirm.set_defaults(func=_cmd_confirm)
     check = commands.add_parser("validate", help="check a space file without running it")
     check.add_argument("space", type=Path)

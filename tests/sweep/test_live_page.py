@@ -49,6 +49,8 @@ def test_binding_elsewhere_without_a_token_is_refused_before_anything_starts(tmp
         LiveServer(LivePage(str(tmp_path), []), "0.0.0.0", 0, None)
     assert main(["run", str(tmp_path / "not-read.yaml"), "--live-host", "0.0.0.0"]) == 2
     assert "--live-host 0.0.0.0: the live page would be open to other machines" in capsys.readouterr().err
+    assert main(["confirm", str(tmp_path / "no-sweep"), "--live-host", "0.0.0.0"]) == 2  # sweep confirm serves the page too
+    assert "--live-host 0.0.0.0" in capsys.readouterr().err
 
 
 def _own_address() -> str | None:
