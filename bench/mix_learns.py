@@ -1,0 +1,140 @@
+"""GRPO on the mix, per environment: do the learnable envs rise while the saturated one holds?
+
+    python bench/mix_learns.py                                # fleet_mix_cpu.yaml's trainer at LR 1e-4, RL seed 0
+    python bench/mix_learns.py --lr 3e-5 --seeds 0 1 --keep /work/mix_runs
+
+Each seed runs one trial from the space's base (``python -m sweep train``, its held-out evals every
+``eval.interval`` steps, step 0 the base) and reads its evals as the report does: per env, the base, the
+last (the mean of the last ``eval.score_window`` evals) and the change with its 90% interval from the
+verdict's two-stage bootstrap over that env's held-out tasks (``sweep.verdict.score.task_interval``), and the
+report's status (``sweep.report.envs.env_status``). Then the issue's measure (34): the learnable envs
+(the base's class LEARNABLE) pooled, their mean change with its interval, and whether the saturated envs held
+(not REGRESSED). Target: the learnable envs +0.10 or more with the interval above zero, the saturated held.
+One line per (seed, env) and per seed's pooled figures to ``bench/data/``, then the summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.record import record  # noqa: E402
+from sweep.report.envs import env_status, level_status  # noqa: E402
+from sweep.verdict.score import task_interval  # noqa: E402
+from sweep.verdict.thresholds import Thresholds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACE = ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml"
+TARGET = 0.10
+
+
+def summed(lines: list[dict], keys: set[str]) -> dict[str, tuple[int, int]]:
+    """Per task of ``keys``, its passes and episodes summed over the eval lines (the window's counts)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for line in lines:
+        for key, (passes, episodes) in line["tasks"].items():
+            if key in keys:
+                before = counts.get(key, (0, 0))
+                counts[key] = (before[0] + passes, before[1] + episodes)
+    return counts
+
+
+def task_envs(evals: list[dict]) -> dict[str, str]:
+    """Each held-out task's env, from every eval line that recorded it."""
+    return {k: e for line in evals for k, e in (line.get("task_envs") or {}).items()}
+
+
+def env_rows(evals: list[dict], window: int, th: Thresholds) -> list[dict]:
+    """Per env of the base eval (global step 0) against the last ``window`` evals."""
+    base, last, owner = evals[0], evals[-window:], task_envs(evals)
+    rows = []
+    for env in sorted(set(owner.values())):
+        keys = {k for k, e in owner.items() if e == env}
+        before, after = summed([base], keys), summed(last, keys)
+        p_base, p_last = task_interval(before)[0], task_interval(after)[0]
+        delta, low, high = task_interval(after, before)
+        rows.append({"env": env, "tasks": len(keys), "base": round(p_base, 4), "last": round(p_last, 4), "delta": round(delta, 4),
+                     "low": round(low, 4), "high": round(high, 4), "base_class": level_status(p_base, th),
+                     "status": env_status(p_base, p_last, low, high, th)})
+    return rows
+
+
+def pooled(evals: list[dict], window: int, envs: list[str]) -> dict:
+    """The envs' held-out tasks as one set: the mean change over them, with its interval."""
+    keys = {k for k, e in task_envs(evals).items() if e in envs}
+    if not keys:
+        return {"envs": envs, "tasks": 0}
+    delta, low, high = task_interval(summed(evals[-window:], keys), summed(evals[:1], keys))
+    return {"envs": envs, "tasks": len(keys), "delta": round(delta, 4), "low": round(low, 4), "high": round(high, 4)}
+
+
+def run_seed(space: Path, lr: float, seed: int, overrides: list[str], out: Path) -> tuple[list[dict], float]:
+    sets = [f"optim.lr={lr}", f"seed={seed}", f"output_dir={out}", *overrides]
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sweep", "train", str(space), *[a for s in sets for a in ("--set", s)]], check=True, cwd=ROOT)
+    evals = [json.loads(line) for line in (out / "aggregated_results.jsonl").read_text().splitlines()]
+    return sorted(evals, key=lambda e: e["global_step"]), time.perf_counter() - started
+
+
+def own_runs(args: argparse.Namespace):
+    """(name, lr, seed, evals, seconds) of one ``sweep train`` run per seed at ``--lr``."""
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory(prefix="mix-learns-") as scratch:
+            out = (args.keep / f"seed{seed}") if args.keep else Path(scratch) / "run"
+            evals, seconds = run_seed(args.space, args.lr, seed, args.set, out)
+        yield f"lr{args.lr:g}_seed{seed}", args.lr, seed, evals, seconds
+
+
+def sweep_runs(uri: str):
+    """(name, lr, seed, evals, seconds) of each trial of a finished sweep, read as ``sweep report`` reads it."""
+    from sweep.report.load import load_sweep
+    from sweep.report.store import SweepStore
+
+    for trial in sorted(load_sweep(SweepStore(uri)).trials, key=lambda t: t.trial_id):
+        cfg = trial.trainer_config or {}
+        evals = sorted(trial.evals, key=lambda e: e["global_step"])
+        yield trial.trial_id, cfg.get("optim", {}).get("lr"), cfg.get("seed"), evals, trial.wall_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", type=Path, default=SPACE)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a trainer override, as sweep train --set")
+    parser.add_argument("--keep", type=Path, help="keep each run's output here (default: a temporary directory)")
+    parser.add_argument("--sweep", help="read a finished sweep's trials on the mix (their LRs, seeds and evals) instead of running any")
+    args = parser.parse_args()
+    from sweep.spec.loader import load_trainer, parse_sets
+
+    trainer, _ = load_trainer(args.space, parse_sets(args.set))
+    window, th = trainer.eval.score_window, Thresholds()
+    rows, per_run = [], {}
+    for name, lr, seed, evals, seconds in (sweep_runs(args.sweep) if args.sweep else own_runs(args)):
+        table = env_rows(evals, window, th)
+        for row in table:
+            rows.append({"run_of": name, "seed": seed, "lr": lr, **row, "steps": [e["global_step"] for e in evals], "seconds": round(seconds)})
+            print(json.dumps(rows[-1]), flush=True)
+        learnable = pooled(evals, window, [r["env"] for r in table if r["base_class"] == "LEARNABLE"])
+        saturated = [r for r in table if r["base_class"] == "SATURATED"]
+        held = bool(saturated) and all(r["status"] != "REGRESSED" for r in saturated)
+        met = learnable.get("delta", 0) >= TARGET and learnable.get("low", 0) > 0 and held
+        per_run[name] = {"lr": lr, "seed": seed, "learnable": learnable, "saturated_held": held, "met": met}
+        rows.append({"run_of": name, "seed": seed, "lr": lr, "pooled": "learnable", **learnable, "saturated_held": held, "seconds": round(seconds)})
+    space = args.space.resolve()
+    summary = {"space": str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space), "sweep": args.sweep, "overrides": args.set,
+               "window": window, "target": f"learnable envs >= +{TARGET} with the interval above 0, saturated not REGRESSED", "runs_by_name": per_run,
+               "target_met_by": sorted(n for n, r in per_run.items() if r["met"])}
+    record("mix_learns", rows, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

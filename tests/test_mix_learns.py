@@ -1,0 +1,43 @@
+"""bench/mix_learns.py's reading of a run's evals, on hand-made eval lines (the bench itself is not a CI test)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.mix_learns import env_rows, pooled, summed  # noqa: E402
+from sweep.verdict.thresholds import Thresholds  # noqa: E402
+
+ENVS = {"h1": "hotel", "h2": "hotel", "o1": "outlook", "o2": "outlook", "g1": "github"}
+
+
+def _line(step: int, tasks: dict[str, tuple[int, int]]) -> dict:
+    return {"global_step": step, "tasks": {k: list(v) for k, v in tasks.items()}, "task_envs": ENVS}
+
+
+EVALS = [
+    _line(0, {"h1": (2, 8), "h2": (2, 8), "o1": (8, 8), "o2": (8, 8), "g1": (0, 8)}),
+    _line(5, {"h1": (4, 8), "h2": (2, 8), "o1": (8, 8), "o2": (7, 8), "g1": (0, 8)}),
+    _line(10, {"h1": (6, 8), "h2": (6, 8), "o1": (8, 8), "o2": (8, 8), "g1": (0, 8)}),
+]
+
+
+def test_the_window_sums_each_task_s_evals():
+    assert summed(EVALS[-2:], {"h1", "o2"}) == {"h1": (10, 16), "o2": (15, 16)}
+
+
+def test_per_env_base_last_and_status():
+    rows = {r["env"]: r for r in env_rows(EVALS, 2, Thresholds())}
+    # hotel: base (2/8 + 2/8) / 2 = 0.25; last (10/16 + 8/16) / 2 = 0.5625
+    assert (rows["hotel"]["base"], rows["hotel"]["last"], rows["hotel"]["delta"]) == (0.25, 0.5625, 0.3125)
+    assert rows["hotel"]["base_class"] == "LEARNABLE"
+    assert rows["outlook"]["base"] == 1.0 and rows["outlook"]["last"] == 0.9688 and rows["outlook"]["status"] == "SATURATED"
+    assert rows["github"]["status"] == "FAILING" and rows["github"]["delta"] == 0.0
+
+
+def test_pooled_learnable_envs():
+    hotel = pooled(EVALS, 2, ["hotel"])
+    assert hotel["tasks"] == 2 and hotel["delta"] == 0.3125 and hotel["low"] <= hotel["delta"] <= hotel["high"]
+    assert pooled(EVALS, 2, []) == {"envs": [], "tasks": 0}
