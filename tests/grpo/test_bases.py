@@ -8,19 +8,19 @@ import pytest
 
 from grpo import warmstart
 from grpo.config import ModelConfig
-from grpo.data import trial_tasks
+from grpo.data import base_tasks, trial_tasks
 from sweep.spec.loader import load_space, load_trainer
 from tests.conftest import TEST_MODEL
 
 SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
 
 
-@pytest.mark.parametrize("space", ["demo_cpu.yaml", "learning_cpu.yaml"])
+@pytest.mark.parametrize("space", ["demo_cpu.yaml", "learning_cpu.yaml", "fleet_mix_cpu.yaml"])
 def test_each_shipped_space_finds_its_shipped_base(space, tmp_path):
     """A recipe change (config, tasks, tokenizer, BUILD_VERSION) that is not re-shipped fails here, rather
-    than making the demo and the learning test build for 10 and 17 minutes."""
+    than making the demo, the learning test and the mix build for 10, 17 and 80 minutes."""
     cfg, _ = load_trainer(SPACES / space, {"model.cache_dir": str(tmp_path)})
-    path = warmstart.base_policy_path(cfg.model, trial_tasks(cfg)[0])
+    path = warmstart.base_policy_path(cfg.model, base_tasks(cfg, trial_tasks(cfg)[0]))
     assert path.parent == warmstart.SHIPPED and (path / "model.safetensors").is_file()
     assert not any(tmp_path.iterdir())  # nothing built, not even a lock
 
