@@ -6,7 +6,7 @@
 Each seed runs one trial from the space's base (``python -m sweep train``, its held-out evals every
 ``eval.interval`` steps, step 0 the base) and reads its evals as the report does: per env, the base, the
 last (the mean of the last ``eval.score_window`` evals) and the change with its 90% interval from the
-verdict's two-stage bootstrap over that env's held-out tasks (``sweep.verdict.score.task_interval``), and the
+verdict's two-stage bootstrap over that env's held-out tasks (the report's own ``sweep.report.envs.env_table``), and the
 report's status (``sweep.report.envs.env_status``). Then the issue's measure (34): the learnable envs
 (the base's class LEARNABLE) pooled, their mean change with its interval, and whether the saturated envs held
 (not REGRESSED). Target: the learnable envs +0.10 or more with the interval above zero, the saturated held.
@@ -26,24 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import record  # noqa: E402
-from sweep.report.envs import env_status, level_status  # noqa: E402
-from sweep.verdict.score import task_interval  # noqa: E402
+from sweep.report.envs import env_table, level_status  # noqa: E402
+from sweep.report.load import TrialData  # noqa: E402
+from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 from sweep.verdict.thresholds import Thresholds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml"
 TARGET = 0.10
-
-
-def summed(lines: list[dict], keys: set[str]) -> dict[str, tuple[int, int]]:
-    """Per task of ``keys``, its passes and episodes summed over the eval lines (the window's counts)."""
-    counts: dict[str, tuple[int, int]] = {}
-    for line in lines:
-        for key, (passes, episodes) in line["tasks"].items():
-            if key in keys:
-                before = counts.get(key, (0, 0))
-                counts[key] = (before[0] + passes, before[1] + episodes)
-    return counts
 
 
 def task_envs(evals: list[dict]) -> dict[str, str]:
@@ -52,27 +42,23 @@ def task_envs(evals: list[dict]) -> dict[str, str]:
 
 
 def env_rows(evals: list[dict], window: int, th: Thresholds) -> list[dict]:
-    """Per env of the base eval (global step 0) against the last ``window`` evals."""
-    base, last, owner = evals[0], evals[-window:], task_envs(evals)
-    rows = []
-    for env in sorted(set(owner.values())):
-        keys = {k for k, e in owner.items() if e == env}
-        before, after = summed([base], keys), summed(last, keys)
-        p_base, p_last = task_interval(before)[0], task_interval(after)[0]
-        delta, low, high = task_interval(after, before)
-        rows.append({"env": env, "tasks": len(keys), "base": round(p_base, 4), "last": round(p_last, 4), "delta": round(delta, 4),
-                     "low": round(low, 4), "high": round(high, 4), "base_class": level_status(p_base, th),
-                     "status": env_status(p_base, p_last, low, high, th)})
-    return rows
+    """Per env, the report's row (``sweep.report.envs.env_table``: base eval at step 0 against the last ``window``
+    evals, the verdict's interval, the report's status), with the base's class beside it."""
+    trial = TrialData(trial_id="run", folder="", config={}, rows=[], evals=evals)
+    owner = task_envs(evals)
+    return [{"env": r.env, "tasks": sum(e == r.env for e in owner.values()), "base": round(r.base, 4), "last": round(r.last, 4),
+             "delta": round(r.delta, 4), "low": round(r.low, 4), "high": round(r.high, 4), "base_class": level_status(r.base, th),
+             "status": r.status} for r in env_table(trial, True, window, th)]
 
 
 def pooled(evals: list[dict], window: int, envs: list[str]) -> dict:
-    """The envs' held-out tasks as one set: the mean change over them, with its interval."""
+    """The envs' held-out tasks as one set: the mean change over them, with the verdict's interval (``score_trials``)."""
     keys = {k for k, e in task_envs(evals).items() if e in envs}
     if not keys:
         return {"envs": envs, "tasks": 0}
-    delta, low, high = task_interval(summed(evals[-window:], keys), summed(evals[:1], keys))
-    return {"envs": envs, "tasks": len(keys), "delta": round(delta, 4), "low": round(low, 4), "high": round(high, 4)}
+    points = [EvalPoint(int(e["global_step"]), 0.0, {k: (int(v[0]), int(v[1])) for k, v in e["tasks"].items() if k in keys}) for e in evals]
+    score = score_trials(points[0], {"run": points[1:]}, window)["run"]
+    return {"envs": envs, "tasks": len(keys), "delta": round(score.gain, 4), "low": round(score.low, 4), "high": round(score.high, 4)}
 
 
 def run_seed(space: Path, lr: float, seed: int, overrides: list[str], out: Path) -> tuple[list[dict], float]:

@@ -7,14 +7,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.mix_learns import env_rows, pooled, summed  # noqa: E402
+from bench.mix_learns import env_rows, pooled  # noqa: E402
 from sweep.verdict.thresholds import Thresholds  # noqa: E402
 
 ENVS = {"h1": "hotel", "h2": "hotel", "o1": "outlook", "o2": "outlook", "g1": "github"}
 
 
 def _line(step: int, tasks: dict[str, tuple[int, int]]) -> dict:
-    return {"global_step": step, "tasks": {k: list(v) for k, v in tasks.items()}, "task_envs": ENVS}
+    """An eval line as the trainer writes it: per-env pass@1 (the mean of its tasks' rates), per-task counts, each task's env."""
+    per_env = {env: [p / n for k, (p, n) in tasks.items() if ENVS[k] == env] for env in set(ENVS.values())}
+    return {"global_step": step, **{f"eval/{env}/pass_at_1": sum(r) / len(r) for env, r in per_env.items()},
+            "tasks": {k: list(v) for k, v in tasks.items()}, "task_envs": ENVS}
 
 
 EVALS = [
@@ -22,10 +25,6 @@ EVALS = [
     _line(5, {"h1": (4, 8), "h2": (2, 8), "o1": (8, 8), "o2": (7, 8), "g1": (0, 8)}),
     _line(10, {"h1": (6, 8), "h2": (6, 8), "o1": (8, 8), "o2": (8, 8), "g1": (0, 8)}),
 ]
-
-
-def test_the_window_sums_each_task_s_evals():
-    assert summed(EVALS[-2:], {"h1", "o2"}) == {"h1": (10, 16), "o2": (15, 16)}
 
 
 def test_per_env_base_last_and_status():
