@@ -119,13 +119,15 @@ def trial_tasks(cfg: TrainerConfig) -> tuple[list[Task], list[Task]]:
     return held_out_split(tasks, cfg.eval.ratio, cfg.eval.split_seed, cfg.eval.max_tasks, cfg.eval.max_tasks_per_env)
 
 
-def base_tasks(cfg: TrainerConfig, train: Sequence[Task]) -> list[Task]:
-    """The tasks the tiny base is warm-started on (and hashed by): the training tasks, then the held-out tasks of
-    every env whose ``model.warmstart_envs`` entry sets ``held_out`` (an env made saturated by having seen them)."""
+def base_tasks(cfg: TrainerConfig, train: Sequence[Task] | None = None) -> list[Task]:
+    """The tasks the tiny base is warm-started on (and hashed by): the training tasks (``train``, when the caller
+    holds them), then the held-out tasks of every env whose ``model.warmstart_envs`` entry sets ``held_out`` (an
+    env made saturated by having seen them). The task files are read once."""
     seen = {env for env, c in cfg.model.warmstart_envs.items() if c.held_out}
-    if not seen:
+    if train is not None and not seen:
         return list(train)
-    return [*train, *(t for t in trial_tasks(cfg)[1] if t.env_key in seen)]
+    own, held_out = trial_tasks(cfg)
+    return [*(own if train is None else train), *(t for t in held_out if t.env_key in seen)]
 
 
 def held_out_file(cfg: TrainerConfig, training: set[str]) -> list[Task]:

@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from grpo.config import TrainerConfig
-    from grpo.data import base_tasks, trial_tasks
+    from grpo.data import base_tasks
     from toolenvs.lifeline import exit_with_parent
 
     exit_with_parent(os.getppid())  # a driver killed mid-build takes the build (minutes, every core) with it
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         print(cfg.model.name_or_path)
         return
     torch.set_num_threads(len(os.sched_getaffinity(0)) or 1)  # the cores it may use (taskset, a cgroup's cpuset)
-    print(base_policy_path(cfg.model, base_tasks(cfg, trial_tasks(cfg)[0])))
+    print(base_policy_path(cfg.model, base_tasks(cfg)))
 
 
 if __name__ == "__main__":

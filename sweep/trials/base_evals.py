@@ -27,7 +27,7 @@ def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
     """Every base the sweep needs, found or built (a shipped one needs neither), then, with eval on and a
     store, each base's eval made once and stored for the trials. Child processes with every core: the
     driver imports no torch, and a driver killed meanwhile takes them along."""
-    from grpo.data import base_tasks, trial_tasks
+    from grpo.data import base_tasks
     from grpo.warmstart import shipped_base
 
     variants = base_variants(cfg)
@@ -36,7 +36,7 @@ def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
         which = f" ({i} of {len(variants)})" if len(variants) > 1 else ""
         if trainer.model.name_or_path:
             continue
-        shipped = shipped_base(trainer.model, base_tasks(trainer, trial_tasks(trainer)[0]))
+        shipped = shipped_base(trainer.model, base_tasks(trainer))
         if shipped is not None:
             if str(shipped) not in built:
                 print(f"base policy{which}: {shipped} (ships with grpo-sweep; model.shipped_base: false builds it here)", flush=True)

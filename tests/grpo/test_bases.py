@@ -20,7 +20,7 @@ def test_each_shipped_space_finds_its_shipped_base(space, tmp_path):
     """A recipe change (config, tasks, tokenizer, BUILD_VERSION) that is not re-shipped fails here, rather
     than making the demo, the learning test and the mix build for 10, 17 and 80 minutes."""
     cfg, _ = load_trainer(SPACES / space, {"model.cache_dir": str(tmp_path)})
-    path = warmstart.base_policy_path(cfg.model, base_tasks(cfg, trial_tasks(cfg)[0]))
+    path = warmstart.base_policy_path(cfg.model, base_tasks(cfg))
     assert path.parent == warmstart.SHIPPED and (path / "model.safetensors").is_file()
     assert not any(tmp_path.iterdir())  # nothing built, not even a lock
 
