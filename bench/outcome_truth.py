@@ -1,6 +1,7 @@
 """A ground truth made from outcomes only: what each learning rate of the truth grid did, over its seeds.
 
-    python bench/outcome_truth.py        # bench/data/verdict_truth.json's runs -> bench/data/verdict_truth_outcomes.json
+    python bench/outcome_truth.py                # bench/data/verdict_truth.json's runs -> bench/data/verdict_truth_outcomes.json
+    python bench/outcome_truth.py --world mix    # the mix's grid (bench/worlds.py) -> bench/data/verdict_truth_mix_outcomes.json
 
 The verdict bench (``bench/verdict.py``) judges the sweep's labels against this. It reads nothing of
 ``sweep/verdict/``: no label, rule or threshold of the code it judges, so changing those cannot move it (a test
@@ -23,6 +24,7 @@ holds that). Its rules, written before the judging seeds (10-19) ran and frozen 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
@@ -35,8 +37,12 @@ from statistics import fmean
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "bench" / "data" / "verdict_truth.json"
-OUTCOMES = ROOT / "bench" / "data" / "verdict_truth_outcomes.json"
+sys.path.insert(0, str(ROOT))
+
+from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
+
+RUNS = WORLDS["hotel"].runs
+OUTCOMES = WORLDS["hotel"].outcomes
 HORIZONS = (5, 10, 15, 20, 25, 30)
 WINDOW = 2  # evals averaged into a gain (the sweep's default window, a fact of the data: not read from the code)
 DRAWS = 2000
@@ -115,14 +121,19 @@ def outcome_truth(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    data = json.loads(RUNS.read_text())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="whose truth grid to read (bench/worlds.py)")
+    world = WORLDS[parser.parse_args().world]
+    if not world.runs.is_file():
+        raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth --world {world.name}`")
+    data = read_json(world.runs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     truth = outcome_truth(data)
-    OUTCOMES.write_text(json.dumps({"rules": RULES, "runs": str(RUNS.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"), "commit": commit,
-                                    "truth": truth}, indent=1))
+    write_json(world.outcomes, {"rules": RULES, "world": world.name, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
+                                "commit": commit, "truth": truth})
     for h, row in truth.items():
         print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(json.dumps({"bench": "outcome_truth", "data": str(OUTCOMES.relative_to(ROOT)), "commit": commit,
+    print(json.dumps({"bench": "outcome_truth", "world": world.name, "data": str(world.outcomes.relative_to(ROOT)), "commit": commit,
                       "labels_30": {f"{s['lr']:.0e}": s["label"] for s in truth["30"]["settings"]},
                       "top_30": truth["30"]["top"], "top_share_30": round(truth["30"]["top_share"], 3), "band": truth["30"]["band"]}))
     return 0

@@ -3,6 +3,7 @@
     python bench/verdict.py truth [--results DIR]   # the ground-truth grid (bench/verdict_truth.yaml, ~2.5 h on 2 cores) -> bench/data/verdict_truth.json
     python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
     python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged again together
+    python bench/verdict.py ... --world mix          # the same in the mix's world (bench/worlds.py; default: hotel)
 
 The truth's runs: the learning space's recipe, base and held-out split; eight learning rates from too low to
 too high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``; their evals,
@@ -27,6 +28,12 @@ is their setting's truth label, an ``undecided`` verdict counted as a miss; targ
 ``trials_truth_unclear``, and ``top1_in_truth_top`` and ``verdict_agreement`` again with each trial judged by either grid
 setting around its LR (``_bracketed``: the grid is a factor ~3 apart, and between a learner and a flat
 setting the truth is unknown). Not a CI test.
+
+Worlds (``--world``, ``bench/worlds.py``): ``hotel`` as above; ``mix``, the five apps of
+``sweep/search_spaces/fleet_mix_cpu.yaml`` from its shipped base, where some envs are saturated or failing from step
+0. Its truth grid is made from that space's trainer (the hotel grid's eight learning rates and three RL seeds, 30
+steps, evals every 5; the grid is kept in the data file, gzipped, with each held-out task's env), and its bench
+sweeps are the demo's search over that trainer. Same rules, same judging.
 """
 
 from __future__ import annotations
@@ -50,13 +57,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.record import record  # noqa: E402
+from bench.worlds import WORLDS, World, read_json, write_json  # noqa: E402
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
-TRUTH_SPACE = ROOT / "bench" / "verdict_truth.yaml"
-TRUTH_DATA = ROOT / "bench" / "data" / "verdict_truth.json"
-OUTCOME_DATA = ROOT / "bench" / "data" / "verdict_truth_outcomes.json"
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
+HOTEL_GRID = WORLDS["hotel"].grid_space
 CURVES = ("variance_per_prompt", "update_kl", "update_norm", "clip_frac", "kl", "entropy", "tool_error_rate")
 HORIZONS = (5, 10, 15, 20, 25, 30)
 
@@ -74,14 +80,53 @@ def _env() -> dict[str, str]:
 # --- the truth --------------------------------------------------------------------------------------
 
 
-def truth_runs(results: Path) -> dict[str, Any]:
+def trainer_section(space: Path) -> dict[str, Any]:
+    """A space file's trainer section with its task files as absolute paths, so a copy of it runs from any folder."""
+    trainer = yaml.safe_load(space.read_text())["trainer"]
+    env = trainer.get("env") or {}
+    paths = env.get("tasks_path")
+    if paths:
+        env["tasks_path"] = [str((space.parent / p).resolve()) for p in paths] if isinstance(paths, list) else str((space.parent / paths).resolve())
+    return trainer
+
+
+def grid_data(world: World) -> dict[str, Any]:
+    """The world's truth grid as a space: its committed file (hotel), or the world's trainer over the hotel grid's
+    learning rates and seeds, 30 steps, an eval every 5, every run to its end (mix)."""
+    if world.grid_space is not None:
+        return yaml.safe_load(world.grid_space.read_text())
+    hotel = yaml.safe_load(HOTEL_GRID.read_text())
+    trainer = {**trainer_section(world.trainer_space), "total_steps": HORIZONS[-1]}
+    trainer["eval"] = {**trainer.get("eval", {}), "interval": HORIZONS[0]}
+    return {"name": f"verdict_truth_{world.name}", "trainer": trainer, "space": hotel["space"], "search": hotel["search"],
+            "scheduler": {"type": "fifo"}, "resources": {"cpus_per_trial": 1}, "max_concurrent_trials": 2,
+            "logging": {"progress": False, "tensorboard": False}, "storage": "sweep_results"}
+
+
+def grid_file(world: World, folder: Path) -> Path:
+    """The world's grid as a file ``sweep run`` takes: its committed one, or written into ``folder``."""
+    if world.grid_space is not None:
+        return world.grid_space
+    path = folder / f"verdict_truth_{world.name}.yaml"
+    path.write_text(yaml.safe_dump(grid_data(world)))
+    return path
+
+
+def held_out_envs(space: Path) -> dict[str, str]:
+    """Each held-out task's env, for the grid's space (per-env counts can be judged again from the data file)."""
+    from grpo.data import trial_tasks
+    from sweep.spec.loader import load_space
+
+    return {t.task_key: t.env_key for t in trial_tasks(load_space(space).trainer)[1]}
+
+
+def truth_runs(results: Path, total: int) -> dict[str, Any]:
     """Every grid trial's evals and curves, read with the report's own loader (``sweep.report``)."""
     from sweep.report.judge import eval_points, evidence
     from sweep.report.load import load_sweep
     from sweep.report.store import SweepStore
 
     sweep = load_sweep(SweepStore(str(results)))
-    total = int(yaml.safe_load(TRUTH_SPACE.read_text())["trainer"]["total_steps"])
     runs, base, unfinished = [], None, []
     for trial in sweep.trials:
         point, evals, _ = eval_points(trial)
@@ -153,10 +198,10 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def merged_runs(folders: list[Path]) -> dict[str, Any]:
+def merged_runs(folders: list[Path], total: int) -> dict[str, Any]:
     """The grid's runs from one or more sweeps of it (a run cut short, re-run in a sweep of its own): the
     same base eval in each (same base, split and dice), a setting and seed taken from the first that ran it."""
-    parts = [truth_runs(folder) for folder in folders]
+    parts = [truth_runs(folder, total) for folder in folders]
     bases = {json.dumps(p["base"], sort_keys=True) for p in parts}
     if len(bases) > 1:
         raise SystemExit(f"{', '.join(map(str, folders))}: their base evals differ, so their runs cannot be judged together")
@@ -169,19 +214,24 @@ def merged_runs(folders: list[Path]) -> dict[str, Any]:
     return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in folders]}
 
 
-def make_truth(results: list[Path] | None) -> None:
+def make_truth(world: World, results: list[Path] | None, keep: Path | None = None) -> None:
+    """Run the world's grid (into ``keep``, or a temporary folder; ``sweep resume`` it there if cut short) unless
+    ``results`` holds its runs already, and write the runs with the rules-labelled table (``--truth rules``)."""
+    grid = grid_data(world)
+    folder = keep or Path(tempfile.mkdtemp(prefix="verdict-truth-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    space = grid_file(world, folder)
     if not results:
-        folder = Path(tempfile.mkdtemp(prefix="verdict-truth-"))
-        _sweep(["run", str(TRUTH_SPACE), "--storage", str(folder), "--fresh"], _env())
-        results = [folder / "verdict_truth"]
-    data = merged_runs(results)
+        _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
+        results = [folder / grid["name"]]
+    data = merged_runs(results, int(grid["trainer"]["total_steps"]))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    data = {"space": str(TRUTH_SPACE.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"), "commit": commit, **data, "truth": truth_table(data)}
-    TRUTH_DATA.parent.mkdir(parents=True, exist_ok=True)
-    TRUTH_DATA.write_text(json.dumps(data, indent=1))
+    where = {"space": str(space.relative_to(ROOT))} if world.grid_space else {"world": world.name, "grid": grid, "task_envs": held_out_envs(space)}
+    data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit, **data, "truth": truth_table(data)}
+    write_json(world.runs, data)
     for h, row in data["truth"].items():
         print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(f"wrote {TRUTH_DATA}")
+    print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}")
 
 
 # --- the sweep against it ---------------------------------------------------------------------------
@@ -195,9 +245,17 @@ def horizon_of(steps: int) -> str:
     return str(max([h for h in HORIZONS if h <= max(steps, HORIZONS[0])]))
 
 
-def bench_space(folder: Path, steps: int, eval_interval: int | None = None, grace_period: int | None = None) -> Path:
+def bench_space(world: World, folder: Path, steps: int, eval_interval: int | None = None, grace_period: int | None = None) -> Path:
+    """The demo's search and scheduler over the world's trainer (hotel: the demo itself, on the hotel tasks), evals
+    as often as the demo's."""
     data = yaml.safe_load(DEMO.read_text())
-    data["trainer"]["env"] = {"tasks_path": str(ROOT / "toolenvs" / "data" / "hotel.jsonl")}
+    if world.trainer_space == DEMO:
+        data["trainer"]["env"] = {"tasks_path": str(ROOT / "toolenvs" / "data" / "hotel.jsonl")}
+    else:
+        trainer = trainer_section(world.trainer_space)
+        trainer["eval"] = {**trainer.get("eval", {}), "interval": data["trainer"]["eval"]["interval"]}
+        data["trainer"] = trainer
+    data["name"] = world.bench_name
     data["trainer"]["total_steps"] = steps
     if eval_interval:
         data["trainer"]["eval"]["interval"] = eval_interval
@@ -243,22 +301,22 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
-def run_bench(seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None,
+def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None,
               truth_kind: str = "outcome") -> None:
-    truth = _truth(truth_kind)
+    truth = _truth(world, truth_kind)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    space = bench_space(folder, steps, eval_interval, grace_period)
+    space = bench_space(world, folder, steps, eval_interval, grace_period)
     per_seed = []
     for seed in seeds:
         started = time.perf_counter()
         _sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], _env())
-        rows = json.loads((folder / f"s{seed}" / "demo_cpu" / "leaderboard.json").read_text())
+        rows = json.loads((folder / f"s{seed}" / world.bench_name / "leaderboard.json").read_text())
         result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
-    summary = summarize(per_seed, steps, truth, [folder], truth_kind)
-    record(f"verdict_bench_{truth_kind}", per_seed, {k: v for k, v in summary.items() if k != "bench"})
+    summary = summarize(world, per_seed, steps, truth, [folder], truth_kind)
+    record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
 
 def rejudged(board: Path) -> list[dict[str, Any]]:
@@ -274,39 +332,45 @@ def rejudged(board: Path) -> list[dict[str, Any]]:
     return judged_rows(fates, open_storage(str(board.parent.parent)), board.parent.name)
 
 
-def judge_kept(folders: list[Path], truth_kind: str = "outcome") -> None:
+def bench_record(world: World, truth_kind: str) -> str:
+    """The bench's data file name: the hotel's as before worlds, the others' with the world's name."""
+    return f"verdict_bench_{truth_kind}" if world.name == "hotel" else f"verdict_bench_{world.name}_{truth_kind}"
+
+
+def judge_kept(world: World, folders: list[Path], truth_kind: str = "outcome") -> None:
     """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again
     together by this checkout's verdict rules."""
-    truth = _truth(truth_kind)
+    truth = _truth(world, truth_kind)
     per_seed, steps = [], 0
     for folder in folders:
-        for board in sorted(folder.glob("s*/demo_cpu/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
+        for board in sorted(folder.glob(f"s*/{world.bench_name}/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
             rows = rejudged(board)
             steps = max([steps, *(int(r.get("steps", 0)) for r in rows)])
             result = {"seed": int(board.parts[-3][1:]), **judge_seed(rows, truth)}
             per_seed.append(result)
             print(json.dumps(result))
     if not per_seed:
-        raise SystemExit(f"no bench sweeps (s<seed>/demo_cpu/leaderboard.json) under {', '.join(map(str, folders))}")
-    summary = summarize(per_seed, steps, truth, folders, truth_kind)
-    record(f"verdict_bench_{truth_kind}", per_seed, {k: v for k, v in summary.items() if k != "bench"})
+        raise SystemExit(f"no bench sweeps (s<seed>/{world.bench_name}/leaderboard.json) under {', '.join(map(str, folders))}")
+    summary = summarize(world, per_seed, steps, truth, folders, truth_kind)
+    record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
 
-def _truth(kind: str = "outcome") -> dict[str, Any]:
+def _truth(world: World, kind: str = "outcome") -> dict[str, Any]:
     """The truth the bench judges against. ``outcome`` (default): what the grid's runs did, by rules that read
     nothing of the verdict, frozen in ``bench/data/verdict_truth_outcomes.json`` (``bench/outcome_truth.py``).
     ``rules``: the grid's runs labelled by this checkout's own verdict rules (in-sample: how a 10-step run agrees
     with 30-step runs under the same rules, not whether the rules are right; the bench's figures before 2026-11-27)."""
-    if not TRUTH_DATA.is_file():
-        raise SystemExit(f"no ground truth at {TRUTH_DATA}: make it with `python bench/verdict.py truth`")
+    if not world.runs.is_file():
+        raise SystemExit(f"no ground truth at {world.runs}: make it with `python bench/verdict.py truth --world {world.name}`")
     if kind == "rules":
-        return truth_table(json.loads(TRUTH_DATA.read_text()))
-    if not OUTCOME_DATA.is_file():
-        raise SystemExit(f"no outcome truth at {OUTCOME_DATA}: make it with `python bench/outcome_truth.py`")
-    return json.loads(OUTCOME_DATA.read_text())["truth"]
+        return truth_table(read_json(world.runs))
+    if not world.outcomes.is_file():
+        raise SystemExit(f"no outcome truth at {world.outcomes}: make it with `python bench/outcome_truth.py --world {world.name}`")
+    return read_json(world.outcomes)["truth"]
 
 
-def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path], truth_kind: str = "outcome") -> dict[str, Any]:
+def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path],
+              truth_kind: str = "outcome") -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
     bracketed = [a for r in per_seed for a in r["agree_bracketed"]]
     decided = [a for r in per_seed for a in r["agree_decided"]]
@@ -315,7 +379,7 @@ def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any],
     intervals = sorted({d["trainer"]["eval"]["interval"] for d in spaces})
     samples = sorted({d["trainer"]["eval"].get("n_samples") for d in spaces} - {None})
     graces = sorted({d["scheduler"]["grace_period"] for d in spaces})
-    return {"bench": "verdict", "truth": truth_kind, "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
+    return {"bench": "verdict", "world": world.name, "truth": truth_kind, "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
             "grace_period": graces,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
@@ -333,24 +397,26 @@ def summarize(per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any],
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", nargs="?", choices=["bench", "truth", "judge"], default="bench")
+    parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="hotel (the demo's world) or mix (five apps; bench/worlds.py)")
     parser.add_argument("--results", type=Path, nargs="+",
-                        help="truth: existing runs of bench/verdict_truth.yaml ({storage}/verdict_truth) to read; later folders fill runs the first lacks; "
-                             "judge: --keep folders of earlier bench runs, judged together")
+                        help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix) to read; later folders fill runs "
+                             "the first lacks; judge: --keep folders of earlier bench runs, judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
                         help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
-    parser.add_argument("--keep", type=Path, help="keep the bench's sweeps here")
+    parser.add_argument("--keep", type=Path, help="keep the bench's sweeps (with truth: the grid's runs) here")
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
     args = parser.parse_args()
+    world = WORLDS[args.world]
     if args.mode == "truth":
-        make_truth(args.results)
+        make_truth(world, args.results, args.keep)
     elif args.mode == "judge":
-        judge_kept(args.results or [], args.truth)
+        judge_kept(world, args.results or [], args.truth)
     else:
-        run_bench(args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth)
+        run_bench(world, args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth)
     return 0
 
 

@@ -1,0 +1,45 @@
+"""The verdict bench's worlds (``bench/worlds.py``): the mix's truth grid and bench sweeps are made from the mix's
+own space, over the hotel grid's settings, and load as spaces from any folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.verdict import HORIZONS, bench_space, grid_data, grid_file  # noqa: E402
+from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
+from sweep.spec.loader import load_space  # noqa: E402
+
+
+def test_the_mix_grid_is_the_mix_trainer_over_the_hotel_grid_settings(tmp_path):
+    hotel, mix = WORLDS["hotel"], WORLDS["mix"]
+    grid = load_space(grid_file(mix, tmp_path))
+    own = load_space(mix.trainer_space).trainer
+    assert grid.trainer.model == own.model and grid.trainer.rollout == own.rollout  # the mix's recipe, so its shipped base
+    assert sorted(map(Path, grid.trainer.env.tasks_path)) == sorted(Path(p).resolve() for p in own.env.tasks_path)
+    assert (grid.trainer.total_steps, grid.trainer.eval.interval) == (HORIZONS[-1], HORIZONS[0])
+    assert grid_data(mix)["space"] == yaml.safe_load(hotel.grid_space.read_text())["space"]  # eight LRs x three seeds, one list
+    assert grid_file(hotel, tmp_path) == hotel.grid_space  # the hotel's committed grid, as run on 2026-11-26
+
+
+def test_a_bench_sweep_is_the_demo_search_over_the_world_trainer(tmp_path):
+    demo = load_space(WORLDS["hotel"].trainer_space)
+    for world in WORLDS.values():
+        (tmp_path / world.name).mkdir()
+        space = load_space(bench_space(world, tmp_path / world.name, 10))
+        assert space.name == world.bench_name and space.trainer.total_steps == 10
+        assert space.search == demo.search and space.scheduler == demo.scheduler and list(space.space) == ["optim.lr"]
+        assert space.trainer.eval.interval == demo.trainer.eval.interval
+    assert load_space(tmp_path / "mix" / "verdict_bench.yaml").trainer.model == load_space(WORLDS["mix"].trainer_space).trainer.model
+
+
+def test_gzipped_data_round_trips(tmp_path):
+    data = {"runs": [{"lr": 1e-4, "evals": [{"step": 0, "tasks": {"a": [1, 8]}}]}]}
+    for name in ("x.json", "x.json.gz"):
+        write_json(tmp_path / name, data)
+        assert read_json(tmp_path / name) == data
+    assert (tmp_path / "x.json.gz").read_bytes()[:2] == b"\x1f\x8b"
