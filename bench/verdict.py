@@ -103,12 +103,13 @@ def grid_data(world: World) -> dict[str, Any]:
             "logging": {"progress": False, "tensorboard": False}, "storage": "sweep_results"}
 
 
-def grid_file(world: World, folder: Path) -> Path:
-    """The world's grid as a file ``sweep run`` takes: its committed one, or written into ``folder``."""
+def grid_file(world: World, folder: Path, grid: dict[str, Any] | None = None) -> Path:
+    """The world's grid as a file ``sweep run`` takes: its committed one, or ``grid`` (default: ``grid_data``) written into ``folder``."""
     if world.grid_space is not None:
         return world.grid_space
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"verdict_truth_{world.name}.yaml"
-    path.write_text(yaml.safe_dump(grid_data(world)))
+    path.write_text(yaml.safe_dump(grid or grid_data(world)))
     return path
 
 
@@ -219,8 +220,7 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     ``results`` holds its runs already, and write the runs with the rules-labelled table (``--truth rules``)."""
     grid = grid_data(world)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-truth-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    space = grid_file(world, folder)
+    space = grid_file(world, folder, grid)
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
         results = [folder / grid["name"]]
