@@ -220,6 +220,7 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     ``results`` holds its runs already, and write the runs with the rules-labelled table (``--truth rules``)."""
     grid = grid_data(world)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-truth-"))
+    folder.mkdir(parents=True, exist_ok=True)
     space = grid_file(world, folder, grid)
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
