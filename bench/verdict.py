@@ -81,13 +81,10 @@ def _env() -> dict[str, str]:
 
 
 def trainer_section(space: Path) -> dict[str, Any]:
-    """A space file's trainer section with its task files as absolute paths, so a copy of it runs from any folder."""
-    trainer = yaml.safe_load(space.read_text())["trainer"]
-    env = trainer.get("env") or {}
-    paths = env.get("tasks_path")
-    if paths:
-        env["tasks_path"] = [str((space.parent / p).resolve()) for p in paths] if isinstance(paths, list) else str((space.parent / paths).resolve())
-    return trainer
+    """A space file's trainer section with its paths resolved against the file (the loader's rule), so a copy of it runs from any folder."""
+    from sweep.spec.loader import resolve_paths
+
+    return resolve_paths(yaml.safe_load(space.read_text())["trainer"], space.parent)
 
 
 def grid_data(world: World) -> dict[str, Any]:
