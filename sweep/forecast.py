@@ -4,7 +4,8 @@ With binary rewards and per-task success probability p, a group of n samples has
 (no learning signal) with probability ``p**n + (1 - p)**n``. A short probe of the base policy estimates
 p per task (k samples each); this module turns the counts into the expected zero-variance fraction for
 each candidate ``n_samples_per_prompt``, per env and overall, flags saturated or failing envs and
-suggests an n range and the tasks to drop. Plugging p = c/k into the closed form overstates the share
+suggests an n range and the tasks to drop, naming those that fail by structure, not by skill: every probe
+episode cut off at ``rollout.max_input_length`` (no policy passes them at that limit). Plugging p = c/k into the closed form overstates the share
 (it is convex in p: with k = 8 and p = 0.75, by about 0.09 at n = 4), so for n ≤ k each task's share is
 the unbiased estimate [C(c, n) + C(k − c, n)] / C(k, n), whose expectation is exactly the closed form; for
 n > k the plug-in value is used and the table says so. The math is pure; only ``probe`` runs the policy
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from statistics import fmean
 
@@ -54,6 +55,7 @@ class ProbeResult:
     env_key: str
     successes: int
     samples: int
+    context_limited: int = 0  # episodes stopped at rollout.max_input_length
 
     @property
     def p(self) -> float:
@@ -72,10 +74,17 @@ def forecast_table(results: Sequence[ProbeResult], candidates: Sequence[int]) ->
     rows = []
     for env_key, members in groups:
         mean = fmean(r.p for r in members) if members else 0.0
-        row = {"env_key": env_key, "tasks": len(members), "mean_success": mean, "status": env_status(mean)}
+        samples = sum(r.samples for r in members)
+        row = {"env_key": env_key, "tasks": len(members), "mean_success": mean, "status": env_status(mean),
+               "context_limited": sum(r.context_limited for r in members) / samples if samples else 0.0}
         row.update({f"zero_var@{n}": fmean(r.zero_variance(n) for r in members) if members else 0.0 for n in candidates})
         rows.append(row)
     return rows
+
+
+def context_bound(results: Sequence[ProbeResult]) -> list[str]:
+    """Tasks none of whose probe episodes fit ``rollout.max_input_length``: they fail at any LR, by structure."""
+    return [r.task_key for r in results if r.samples and r.context_limited == r.samples]
 
 
 def tasks_without_signal(results: Sequence[ProbeResult]) -> list[str]:
@@ -95,6 +104,7 @@ class Suggestion:
     never_solved: list[str]
     flagged_envs: list[tuple[str, str, float]]  # (env_key, SATURATED | FAILING, mean success)
     kept: int = 0  # tasks with some signal in the probe
+    context_bound: list[str] = field(default_factory=list)  # never solved: every episode cut off at max_input_length
 
 
 def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance: float = 0.05) -> Suggestion:
@@ -116,6 +126,7 @@ def suggest(results: Sequence[ProbeResult], candidates: Sequence[int], tolerance
         never_solved=[r.task_key for r in results if r.successes == 0],
         flagged_envs=flagged,
         kept=len(kept),
+        context_bound=context_bound(results),
     )
 
 
@@ -135,6 +146,9 @@ def suggestion_lines(s: Suggestion, k: int) -> list[str]:
                      f"{s.zero_var_low:.3f} at n={s.n_low}, {s.zero_var_high:.3f} at n={s.n_high})")
     lines.append(f"tasks to drop (no signal at any n; from {k} samples each, so a rare success can hide): "
                  f"always solved {len(s.always_solved)}: {_listing(s.always_solved)}; never solved {len(s.never_solved)}: {_listing(s.never_solved)}")
+    if s.context_bound:
+        lines.append(f"of the never solved, {len(s.context_bound)} ran past rollout.max_input_length in every probe episode (they fail by "
+                     f"length, not skill: raise the limit or drop them): {_listing(s.context_bound)}")
     return lines
 
 
@@ -158,10 +172,11 @@ def render(results: Sequence[ProbeResult], candidates: Sequence[int], k: int) ->
     rows = forecast_table(results, candidates)
     table = Table(title=f"Expected share of zero-variance groups (base policy, {k} samples per task)")
     plug_in = [n for n in candidates if n > k]
-    for column in ["env_key", "tasks", "mean success", "status", *[f"n={n}" for n in candidates]]:
+    for column in ["env_key", "tasks", "mean success", "status", "past max_input_length", *[f"n={n}" for n in candidates]]:
         table.add_column(column)
     for row in rows:
-        table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
+        table.add_row(row["env_key"], str(row["tasks"]), f"{row['mean_success']:.3f}", row["status"], f"{row['context_limited']:.3f}",
+                      *[f"{row[f'zero_var@{n}']:.3f}" for n in candidates])
     Console(width=160).print(table)
     if plug_in:
         print(f"n={', '.join(map(str, plug_in))} > k={k}: plug-in estimates, biased upwards; probe with --k {max(plug_in)} for unbiased ones")
@@ -194,7 +209,10 @@ def probe(cfg, k: int) -> list[ProbeResult]:
     with open_environments(cfg, tasks) as envs:
         trajectories = collect(tasks, k, envs, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
     counts: dict[int, list[float]] = defaultdict(list)
+    limited: dict[int, int] = defaultdict(int)
     for t in trajectories:
         if not t.env_error:
             counts[t.group_id].append(t.reward)
-    return [ProbeResult(task.task_key, task.env_key, sum(passed(r) for r in counts[i]), len(counts[i])) for i, task in enumerate(tasks) if counts[i]]
+            limited[t.group_id] += t.stop_reason == "max_input_length"
+    return [ProbeResult(task.task_key, task.env_key, sum(passed(r) for r in counts[i]), len(counts[i]), limited[i])
+            for i, task in enumerate(tasks) if counts[i]]

@@ -8,6 +8,7 @@ import pytest
 
 from sweep.forecast import (
     ProbeResult,
+    context_bound,
     env_status,
     expected_zero_variance,
     forecast_table,
@@ -62,6 +63,11 @@ def test_probe_counts_every_sample_of_every_task():
     assert all(0 <= r.successes <= 3 for r in results)
     row = forecast_table(results, [3])[-1]
     assert row["zero_var@3"] == pytest.approx(sum(zero_variance_estimate(r.successes, 3, 3) for r in results) / 3)
+    assert all(r.context_limited <= r.samples for r in results)
+    short = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"max_input_length": 8})})  # no prompt fits: no turn runs
+    cut = probe(short, k=2)
+    assert [(r.successes, r.context_limited) for r in cut] == [(0, 2)] * 3
+    assert context_bound(cut) == [r.task_key for r in cut] and forecast_table(cut, [2])[-1]["context_limited"] == 1.0
 
 
 def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
@@ -91,6 +97,18 @@ def test_suggestion_range_tasks_to_drop_and_flags():
     assert suggest(results, [2, 4, 8], tolerance=0.5).n_low == 2
     lines = suggestion_lines(suggest([ProbeResult("m", "mail", 0, 8)], [2, 4]), k=8)
     assert "none helps" in lines[-2] and lines[0].startswith("flag: env mail is FAILING")
+
+
+def test_tasks_cut_off_by_the_context_limit_are_named_apart():
+    # m1 and m2 never solved; every episode of m2 ran past max_input_length, 3 of m1's 8 did
+    results = [ProbeResult("h", "hotel", 4, 8), ProbeResult("m1", "mail", 0, 8, context_limited=3), ProbeResult("m2", "mail", 0, 8, context_limited=8)]
+    assert context_bound(results) == ["m2"]
+    rows = {r["env_key"]: r for r in forecast_table(results, [4])}
+    assert rows["mail"]["context_limited"] == pytest.approx(11 / 16) and rows["hotel"]["context_limited"] == 0.0
+    assert rows["all"]["context_limited"] == pytest.approx(11 / 24)
+    lines = suggestion_lines(suggest(results, [4]), k=8)
+    assert lines[-1].startswith("of the never solved, 1 ran past rollout.max_input_length") and lines[-1].endswith(": m2")
+    assert not any("max_input_length" in line for line in suggestion_lines(suggest(results[:2], [4]), k=8))
 
 
 @pytest.mark.slow
