@@ -2,12 +2,26 @@
 # Every test, the slow end-to-end ones included (plain `pytest` runs the fast ones only); then, in
 # .venv-fleet (mcp 1.x, fleet-python), the Fleet contract tests (tests/fleet: the real SDK and OpenEnv's
 # Fleet code against the fake Fleet service) and the environment suite on mcp 1.x. Arguments go to the
-# first run only, and skip the second. The slowest tests are listed at the end of each run (CI keeps to 40 minutes).
+# first run only, and skip the second. .venv-fleet installs in the background while the first run goes (an
+# install is mostly download and unpacking: minutes saved, its log shown if it fails). The slowest tests are
+# listed at the end of each run (CI keeps to 40 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-.venv/bin/python -m pytest -rs -m "slow or not slow" --durations=30 --ignore=tests/fleet "$@"
+fleet_log=""
 if [ $# -eq 0 ]; then
-  bash scripts/bootstrap_fleet.sh
+  fleet_log=$(mktemp -t bootstrap-fleet.XXXXXX)
+  bash scripts/bootstrap_fleet.sh >"$fleet_log" 2>&1 &
+  fleet_pid=$!
+  trap 'kill "$fleet_pid" 2>/dev/null || true' EXIT  # a failed first run leaves no install behind
+fi
+.venv/bin/python -m pytest -rs -m "slow or not slow" --durations=30 --ignore=tests/fleet "$@"
+if [ -n "$fleet_log" ]; then
+  if ! wait "$fleet_pid"; then
+    echo "test.sh: installing .venv-fleet failed (scripts/bootstrap_fleet.sh):" >&2
+    cat "$fleet_log" >&2
+    exit 1
+  fi
+  rm -f "$fleet_log"
   .venv-fleet/bin/python -m pytest -rs -m "slow or not slow" --durations=15 tests/fleet tests/toolenvs
 fi
