@@ -4,9 +4,10 @@ With binary rewards and per-task success probability p, a group of n samples has
 (no learning signal) with probability ``p**n + (1 - p)**n``. A short probe of the base policy estimates
 p per task (k samples each); this module turns the counts into the expected zero-variance fraction for
 each candidate ``n_samples_per_prompt``, per env and overall, flags saturated or failing envs and
-suggests an n range and the tasks to drop, naming those that fail by structure, not by skill: every probe
-episode cut off at ``rollout.max_input_length`` (no policy passes them at that limit). Plugging p = c/k into the closed form overstates the share
-(it is convex in p: with k = 8 and p = 0.75, by about 0.09 at n = 4), so for n ≤ k each task's share is
+suggests an n range and the tasks to drop, naming apart those that fail by length, not skill (every probe
+episode cut off at ``rollout.max_input_length``: no policy passes them at that limit). Plugging p = c/k
+into the closed form overstates the share (it is convex in p: with k = 8 and p = 0.75, by about 0.09 at
+n = 4), so for n ≤ k each task's share is
 the unbiased estimate [C(c, n) + C(k − c, n)] / C(k, n), whose expectation is exactly the closed form; for
 n > k the plug-in value is used and the table says so. The math is pure; only ``probe`` runs the policy
 (and imports torch). ``--save-probe`` keeps the per-task counts (``grpo.curriculum.write_probe``'s format),
