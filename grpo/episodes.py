@@ -26,7 +26,7 @@ from grpo.chat import ChatFormat, opening_messages
 from grpo.config import RolloutConfig
 from grpo.rollout import Completion, Generator, SamplingParams, StreamingGenerator
 from toolenvs.errors import EnvError
-from toolenvs.outcomes import Failure
+from toolenvs.outcomes import Failure, Stop
 from toolenvs.protocol import Done, Malformed, ToolCall, parse_action, tool_signature
 from toolenvs.seam import EnvBackend, EpisodeClient
 from toolenvs.task import Task
@@ -72,7 +72,7 @@ class Trajectory:
     num_turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
-    stop_reason: str = "max_turns"
+    stop_reason: str = Stop.MAX_TURNS
     env_error: bool = False
     overlong: bool = False
     error: str = ""
@@ -204,7 +204,7 @@ async def _run_episode(
             traj.reward = await session.score(conversation=conversation)  # a judge-style verifier reads it (Fleet)
             traj.filter_overlong(limits.max_sequence_length)
     except EnvError as exc:
-        traj.env_error, traj.stop_reason, traj.error = True, getattr(exc, "outcome", "env_error"), str(exc)  # env_error or verifier_error
+        traj.env_error, traj.stop_reason, traj.error = True, getattr(exc, "outcome", Stop.ENV_ERROR), str(exc)  # env_error or verifier_error
     finally:
         release()
     return traj
@@ -217,7 +217,7 @@ async def _turns(
     """The agent's turns, appended to ``traj`` as tokens and to ``conversation`` as messages."""
     for turn in range(limits.max_turns):
         if limits.max_input_length is not None and len(traj.token_ids) > limits.max_input_length:
-            traj.stop_reason = "max_input_length"
+            traj.stop_reason = Stop.MAX_INPUT_LENGTH
             return
         completion = await batcher.generate(traj.token_ids, order)
         traj.append(completion.token_ids, own=True, logprobs=completion.logprobs)
@@ -225,17 +225,17 @@ async def _turns(
         said = chat.decode(completion.token_ids if completion.finish_reason == "length" else completion.token_ids[:-1])
         conversation.append({"role": "assistant", "content": said})
         if completion.finish_reason == "length":
-            traj.stop_reason = "max_generate_length"
+            traj.stop_reason = Stop.MAX_GENERATE_LENGTH
             return
         action = parse_action(said)
         if isinstance(action, Done):
-            traj.stop_reason = "done"
+            traj.stop_reason = Stop.DONE
             return
         text = await _act(traj, session, action, turn)
         conversation.append({"role": "tool", "content": text})
         if turn + 1 < limits.max_turns:  # after the last turn the call still acts, but no model reads its result
             traj.append(chat.tool_turn_ids(text), own=False)
-    traj.stop_reason = "max_turns"
+    traj.stop_reason = Stop.MAX_TURNS
 
 
 async def _act(traj: Trajectory, session, action: ToolCall | Malformed, turn: int) -> str:

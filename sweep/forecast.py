@@ -24,7 +24,7 @@ from statistics import fmean
 
 from sweep.report.envs import level_status
 from sweep.verdict.thresholds import Thresholds
-from toolenvs.outcomes import passed
+from toolenvs.outcomes import Stop, passed
 
 
 def zero_variance_probability(p: float, n: int) -> float:
@@ -214,6 +214,6 @@ def probe(cfg, k: int) -> list[ProbeResult]:
     for t in trajectories:
         if not t.env_error:
             counts[t.group_id].append(t.reward)
-            limited[t.group_id] += t.stop_reason == "max_input_length"
+            limited[t.group_id] += t.stop_reason == Stop.MAX_INPUT_LENGTH
     return [ProbeResult(task.task_key, task.env_key, sum(passed(r) for r in counts[i]), len(counts[i]), limited[i])
             for i, task in enumerate(tasks) if counts[i]]

@@ -5,11 +5,13 @@ Both leave the episode out of its group's advantage; ``outcome`` is the name the
 
 from __future__ import annotations
 
+from toolenvs.outcomes import Stop
+
 
 class EnvError(Exception):
     """The environment failed (unreachable, timed out after retries): the episode is left out of its group's advantage."""
 
-    outcome = "env_error"
+    outcome = Stop.ENV_ERROR
 
 
 class VerifierError(EnvError):
@@ -19,4 +21,4 @@ class VerifierError(EnvError):
     ``verifier_error``.
     """
 
-    outcome = "verifier_error"
+    outcome = Stop.VERIFIER_ERROR

@@ -31,4 +31,18 @@ class Failure:
     ALL = (MALFORMED_CALL, UNKNOWN_TOOL, INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, CONFLICT, TOOL_ERROR, REPEATED_CALL)
 
 
+class Stop:
+    """Why an episode ended (a trajectory's ``stop_reason``), named where it ends (``grpo.episodes``) and read
+    by the report's trajectory pages and ``sweep forecast``."""
+
+    DONE = "done"  # the policy answered <done>
+    MAX_TURNS = "max_turns"  # it used every turn
+    MAX_INPUT_LENGTH = "max_input_length"  # the conversation outgrew rollout.max_input_length
+    MAX_GENERATE_LENGTH = "max_generate_length"  # a turn hit rollout.max_generate_length without a call or <done>
+    ENV_ERROR = "env_error"  # the environment failed (not the policy)
+    VERIFIER_ERROR = "verifier_error"  # the verifier failed
+
+    ERRORS = (ENV_ERROR, VERIFIER_ERROR)
+
+
 FAILURE_META = "grpo-sweep/failure"  # the key of a tool error's kind in an MCP CallToolResult's _meta

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from sweep.report.store import SweepStore
-from toolenvs.outcomes import Failure, passed
+from toolenvs.outcomes import Failure, Stop, passed
 
 _STEP = re.compile(r"^global_step_(\d+)$")
 TURN_GROUPS = {  # a failed turn's kind -> the group's name
@@ -55,19 +55,19 @@ def _tail(text: str, chars: int = 160) -> str:
 
 
 def false_completion(e: Episode) -> str | None:
-    return _tail(e.response) if e.stop_reason == "done" and not passed(e.score) else None
+    return _tail(e.response) if e.stop_reason == Stop.DONE and not passed(e.score) else None
 
 
 def context_overflow(e: Episode) -> str | None:
-    return _tail(e.response) if e.stop_reason == "max_input_length" or e.overlong else None
+    return _tail(e.response) if e.stop_reason == Stop.MAX_INPUT_LENGTH or e.overlong else None
 
 
 def turn_too_long(e: Episode) -> str | None:
-    return _tail(e.response) if e.stop_reason == "max_generate_length" else None
+    return _tail(e.response) if e.stop_reason == Stop.MAX_GENERATE_LENGTH else None
 
 
 def env_error(e: Episode) -> str | None:
-    return e.env_error or (e.stop_reason if e.stop_reason in ("env_error", "verifier_error") else None)
+    return e.env_error or (e.stop_reason if e.stop_reason in Stop.ERRORS else None)
 
 
 EPISODE_GROUPS: dict[str, Callable[[Episode], str | None]] = {
