@@ -18,7 +18,7 @@ SPACES = Path(__file__).resolve().parents[2] / "sweep" / "search_spaces"
 @pytest.mark.parametrize("space", ["demo_cpu.yaml", "learning_cpu.yaml", "fleet_mix_cpu.yaml"])
 def test_each_shipped_space_finds_its_shipped_base(space, tmp_path):
     """A recipe change (config, tasks, tokenizer, BUILD_VERSION) that is not re-shipped fails here, rather
-    than making the demo, the learning test and the mix build for 10, 17 and 80 minutes."""
+    than making the demo, the learning test and the mix build for 10, 17 and 94 minutes."""
     cfg, _ = load_trainer(SPACES / space, {"model.cache_dir": str(tmp_path)})
     path = warmstart.base_policy_path(cfg.model, base_tasks(cfg))
     assert path.parent == warmstart.SHIPPED and (path / "model.safetensors").is_file()
