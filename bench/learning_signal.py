@@ -1,12 +1,13 @@
 """Do dynamic sampling and the curricula buy held-out pass@1 with fewer rollout episodes? Plain GRPO against each.
 
-    python bench/learning_signal.py                                                    # the learning space (hotel), 3 seeds x 4 arms
+    python bench/learning_signal.py                                                    # the learning space (hotel), 3 seeds x 5 arms
     python bench/learning_signal.py --space sweep/search_spaces/fleet_mix_cpu.yaml    # the mix: saturated and failing envs among others
     python bench/learning_signal.py --tiny                                             # 1 seed, 2 steps, small evals: runs end to end
 
 The space's base, held-out split and trainer, changed only by the arm's keys. Arms: ``plain``; ``dynamic``
 (``algorithm.dynamic_sampling``, 3 rounds at most); ``curriculum`` (``data.curriculum``, task level) and
-``env_curriculum`` (``data.curriculum.level: env``), both seeded by a probe of the base made once with
+``env_curriculum`` (``data.curriculum.level: env``) and ``env_tasks`` (the same, each env weighted by its tasks' mean
+potential, ``env_potential: tasks``), all three seeded by a probe of the base made once with
 ``sweep forecast``'s own ``probe``, k samples per training task. Same budget: every arm stops once its
 training rollouts reach the plain run's (``total_steps x prompts_per_step x n_samples_per_prompt``
 episodes; dynamic sampling spends more per step, so it runs fewer steps). Held-out evals every
@@ -46,6 +47,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "dynamic": {"algorithm.dynamic_sampling": {"enabled": True, "max_rounds": 3}},
     "curriculum": {"data.curriculum": {"enabled": True}},  # prior_path: the bench's probe, set in run_arm
     "env_curriculum": {"data.curriculum": {"enabled": True, "level": "env"}},
+    "env_tasks": {"data.curriculum": {"enabled": True, "level": "env", "env_potential": "tasks"}},  # envs by their tasks' mean potential
 }
 FINAL = 2  # evals averaged into a run's final score
 TARGET_RATIO = 0.6

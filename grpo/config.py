@@ -337,6 +337,13 @@ class CurriculumConfig(StrictModel):
         "and within an env its tasks by their task-level weights (with the floor), renormalised within the env. A checkpoint "
         "resumes only at the level kind it was saved with (task, or env/both).",
     )
+    env_potential: Literal["pooled", "tasks"] = Field(
+        "pooled",
+        description="At level env and both, an env's learning potential. pooled: the potential of the env's own running pass "
+        "rate (its counts). tasks: the mean of its tasks' potentials, the share of its groups expected to carry signal when its "
+        "tasks are drawn evenly; an env whose tasks are solved always or never (a pooled rate near 0.5) weighs little under "
+        "tasks and most under pooled. Unused at level task.",
+    )
 
 
 class DataConfig(StrictModel):

@@ -13,7 +13,11 @@ comes back when its estimate moves. Without replacement inside a batch, with rep
 tasks'). ``env``: each environment also keeps counts of its own (one pass and one fail plus its tasks' probe
 counts, decayed each time any of its tasks is rolled out); envs are drawn by their potential mixed with a
 ``floor`` share spread evenly over envs, and a task evenly within its env. ``both``: envs as in ``env``,
-and within an env its tasks by their task-level probabilities, renormalised within the env. Every level
+and within an env its tasks by their task-level probabilities, renormalised within the env. An env's
+potential (``env_potential``) is the potential of its own pass rate (``pooled``), or the mean of its tasks'
+potentials (``tasks``: the share of its groups expected to carry signal; for an env whose tasks are solved
+always or never, a pooled rate near 0.5 overstates it: both potentials are concave in p, so the potential of
+a mean rate is at least the mean of the potentials). Every level
 reports ``curriculum/{env_key}/weight`` (the env's share of the next draw); env and both also
 ``curriculum/{env_key}/pass_rate`` (the env's estimate).
 
@@ -136,7 +140,16 @@ def spread_over_envs(env_keys: Sequence[str], env_shares: Mapping[str, float], w
     return [env_shares[env] * (w / within[env] if within[env] > 0 else 1.0 / sizes[env]) for env, w in zip(env_keys, weights)]
 
 
+def mean_by_env(env_keys: Sequence[str], values: Sequence[float]) -> dict[str, float]:
+    """The mean of ``values`` over each env's tasks (``env_keys[i]`` is task i's env), envs in order of first task."""
+    summed: dict[str, list[float]] = {}
+    for env, value in zip(env_keys, values):
+        summed.setdefault(env, []).append(value)
+    return {env: sum(v) / len(v) for env, v in summed.items()}
+
+
 CURRICULUM_LEVELS = ("task", "env", "both")  # data.curriculum.level; env and both keep env counts
+ENV_POTENTIALS = ("pooled", "tasks")  # data.curriculum.env_potential
 
 
 @dataclass(frozen=True)
@@ -146,15 +159,18 @@ class CurriculumSettings:
     decay: float
     group_size: int  # rollout.n_samples_per_prompt: the n of the signal probability
     level: str = "task"  # a name in CURRICULUM_LEVELS
+    env_potential: str = "pooled"  # a name in ENV_POTENTIALS
 
     @classmethod
     def of(cls, cfg: TrainerConfig) -> CurriculumSettings:
         c = cfg.data.curriculum
-        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt, c.level)
+        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt, c.level, c.env_potential)
 
     def __post_init__(self) -> None:
         if self.level not in CURRICULUM_LEVELS:
             raise ValueError(f"unknown curriculum level {self.level!r} (valid: {', '.join(CURRICULUM_LEVELS)})")
+        if self.env_potential not in ENV_POTENTIALS:
+            raise ValueError(f"unknown env potential {self.env_potential!r} (valid: {', '.join(ENV_POTENTIALS)})")
 
     @property
     def per_env(self) -> bool:
@@ -187,11 +203,18 @@ class CurriculumSampler:
         assert counts is not None
         return {env: counts[env][0] / (counts[env][0] + counts[env][1]) for env in self.envs}
 
-    def env_shares(self) -> dict[str, float]:
-        """Each env's share of the draws from its own estimate, mixed with the floor over envs (level env and both)."""
-        potential = learning_potential(self.settings.potential)
+    def env_potentials(self) -> dict[str, float]:
+        """Each env's learning potential (level env and both): of its pass rate (``pooled``) or its tasks' mean (``tasks``)."""
+        potential, n = learning_potential(self.settings.potential), self.settings.group_size
+        if self.settings.env_potential == "tasks":
+            return mean_by_env([t.env_key for t in self.tasks], [potential(p, n) for p in self.pass_rates()])
         rates = self.env_pass_rates()
-        shares = draw_probabilities([potential(rates[env], self.settings.group_size) for env in self.envs], self.settings.floor)
+        return {env: potential(rates[env], n) for env in self.envs}
+
+    def env_shares(self) -> dict[str, float]:
+        """Each env's share of the draws by its potential, mixed with the floor over envs (level env and both)."""
+        potentials = self.env_potentials()
+        shares = draw_probabilities([potentials[env] for env in self.envs], self.settings.floor)
         return dict(zip(self.envs, shares))
 
     def task_probabilities(self) -> list[float]:

@@ -17,6 +17,7 @@ from grpo.curriculum import (
     env_results,
     learnability,
     learning_potential,
+    mean_by_env,
     read_probe,
     signal_probability,
     spread_over_envs,
@@ -187,6 +188,37 @@ def test_env_and_both_levels_draw_by_hand(tasks):
     # a1 94/240, a2 73/240, b1 73/240. Within a: 94/167 and 73/167 of a's 9/16; b1 has all of b's 7/16
     assert both.probabilities() == pytest.approx([9 / 16 * 94 / 167, 9 / 16 * 73 / 167, 7 / 16])
     assert sum(both.probabilities()) == pytest.approx(1.0)
+
+
+def test_env_potential_from_the_tasks_by_hand(tasks):
+    assert mean_by_env(["a", "b", "a"], [0.5, 0.2, 0.25]) == {"a": 0.375, "b": 0.2}
+    three = a1, a2, b1 = _in_envs(tasks[:3], ["a", "a", "b"])
+    env = CurriculumSampler(three, 0, CurriculumSettings("signal", 0.125, 0.5, 2, "env", "tasks"))
+    env.counts = {a1.task_key: [1.0, 1.0], a2.task_key: [3.0, 1.0], b1.task_key: [1.0, 3.0]}
+    # n = 2: task potentials 2p(1-p) = 0.5, 0.375, 0.375; a's mean 0.4375, b's 0.375; sum 0.8125.
+    # shares 0.875 * w / 0.8125 + 1/16 = 14/13 w + 1/16: a 111/208, b 97/208 (env_counts are not read)
+    assert env.env_potentials() == pytest.approx({"a": 0.4375, "b": 0.375})
+    assert env.env_shares() == pytest.approx({"a": 111 / 208, "b": 97 / 208})
+    assert env.probabilities() == pytest.approx([111 / 416, 111 / 416, 97 / 208])
+
+
+def test_an_env_solved_always_or_never_weighs_little_by_its_tasks_and_much_pooled(tasks):
+    """The mix's zillow: one-call tasks solved, longer ones never; its pooled pass rate is near 0.5."""
+    four = _in_envs(tasks[:4], ["bimodal", "mixed"])  # bimodal: tasks 0 and 2, mixed: 1 and 3
+    counts = dict(zip([t.task_key for t in four], [[9.0, 1.0], [1.0, 1.0], [1.0, 9.0], [1.0, 1.0]]))
+    shares = {}
+    for how in ("pooled", "tasks"):
+        sampler = CurriculumSampler(four, 0, CurriculumSettings("signal", 0.0, 0.5, 2, "env", how))
+        sampler.counts = dict(counts)
+        sampler.env_counts = {"bimodal": [10.0, 10.0], "mixed": [2.0, 2.0]}  # both pooled at p = 0.5
+        shares[how] = sampler.env_shares()
+    assert shares["pooled"] == pytest.approx({"bimodal": 0.5, "mixed": 0.5})
+    # tasks: bimodal 2 * 0.9 * 0.1 = 0.18 (both tasks), mixed 0.5: 0.18 / 0.68 and 0.5 / 0.68
+    assert shares["tasks"] == pytest.approx({"bimodal": 0.18 / 0.68, "mixed": 0.5 / 0.68})
+    with pytest.raises(ValueError, match="valid: pooled, tasks"):
+        CurriculumSettings("signal", 0.1, 0.8, 4, "env", "median")
+    cfg = TrainerConfig.model_validate({"data": {"curriculum": {"enabled": True, "level": "env", "env_potential": "tasks"}}})
+    assert CurriculumSettings.of(cfg).env_potential == "tasks" and TrainerConfig().data.curriculum.env_potential == "pooled"
 
 
 def test_env_counts_decay_when_the_env_is_rolled_out(tasks):
