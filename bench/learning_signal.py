@@ -23,12 +23,18 @@ seed, never pooled into intervals over three seeds. The target (issue 34): some 
 score in <= 0.6x the episodes on every seed, and its final score is not below plain's beyond that noise.
 Every run's steps and evals go to ``bench/data/signal_*.jsonl`` (``bench/record.py``), the summary last. Not
 a CI test; the probe's own episodes are left out of the curricula's cost (a sweep makes it once).
+
+With ``--keep DIR`` the bench can be built over several sittings (a mix seed is hours on 2 cores): the probe
+and each finished run (``{arm}_s{seed}.json``, with the commit that ran it) are kept there and reused by the
+next call with the same settings (``bench.json``; other settings are refused), a run cut short is run again
+from its start; the summary names the runs reused and their commits.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -39,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.record import record  # noqa: E402
+from bench.record import commit, record  # noqa: E402
 
 SPACE = ROOT / "sweep" / "search_spaces" / "learning_cpu.yaml"
 ARMS: dict[str, dict[str, Any]] = {
@@ -133,6 +139,7 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
     from sweep.spec.loader import load_trainer
 
     out = probe_path.parent / f"{arm}_s{seed}"
+    shutil.rmtree(out, ignore_errors=True)  # a run cut short starts again: its budget counts from its first step
     sets = {**tiny, "total_steps": steps, "seed": seed, "output_dir": str(out), **ARMS[arm]}
     if "data.curriculum" in sets:
         sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
@@ -148,8 +155,20 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
     tasks = {int(e["global_step"]): e.get("tasks") or {} for e in lines}
     envs = {int(e["global_step"]): {k.split("/")[1]: v for k, v in e.items() if k.startswith("eval/") and k.endswith("/pass_at_1") and k.count("/") == 2}
             for e in lines}
-    return {"arm": arm, "seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps, "evals": evals,
-            "tasks": tasks, "env_evals": envs}
+    return {"arm": arm, "seed": seed, "commit": commit(), "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps,
+            "evals": evals, "tasks": tasks, "env_evals": envs}
+
+
+def kept_settings(folder: Path, settings: dict[str, Any]) -> None:
+    """Tie ``folder`` to the bench's settings (``bench.json``): a folder made with other settings is refused, by key."""
+    path = folder / "bench.json"
+    if not path.exists():
+        path.write_text(json.dumps(settings, indent=1, sort_keys=True))
+        return
+    kept = json.loads(path.read_text())
+    differ = [f"{key}: {kept.get(key)!r} there, {settings.get(key)!r} now" for key in sorted(set(kept) | set(settings)) if kept.get(key) != settings.get(key)]
+    if differ:
+        raise SystemExit(f"{path}: its runs were made with other settings ({'; '.join(differ)}); keep this run's in another folder")
 
 
 def summarize(runs: list[dict[str, Any]], seeds: list[int], budget: int, arms: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -211,14 +230,25 @@ def main() -> int:
     budget = steps * cfg.rollout.prompts_per_step * cfg.rollout.n_samples_per_prompt
     folder = args.keep or Path(tempfile.mkdtemp(prefix="signal-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    probe_path = make_probe(space, folder, k, tiny)
+    space_name = str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space)
+    kept_settings(folder, {"space": space_name, "steps": steps, "k": k, "sets": tiny})
+    probe_path = folder / "probe.json"
+    if not probe_path.exists():
+        probe_path = make_probe(space, folder, k, tiny)
     print(f"probe of the base ({k} samples per training task): {probe_path}; budget {budget} training episodes per run", flush=True)
-    runs = []
+    runs, reused = [], {}
     for seed in seeds:
         for arm in arms:
-            run = run_arm(space, arm, seed, steps, budget, probe_path, tiny)
+            done = folder / f"{arm}_s{seed}.json"
+            if done.exists():
+                run = json.loads(done.read_text())
+                run["evals"], run["tasks"] = ({int(step): v for step, v in run[key].items()} for key in ("evals", "tasks"))
+                reused[done.stem] = run.get("commit", "unknown")
+                print(f"{done.stem}: kept from an earlier call ({reused[done.stem]})", flush=True)
+            else:
+                run = run_arm(space, arm, seed, steps, budget, probe_path, tiny)
+                done.write_text(json.dumps(run))
             runs.append(run)
-            (folder / f"{arm}_s{seed}.json").write_text(json.dumps(run))
             print(json.dumps({"arm": arm, "seed": seed, "minutes": run["minutes"], "steps": len(run["steps"]), "episodes": run["steps"][-1]["episodes"],
                               "curve": eval_curve(run["steps"], run["evals"]), "final": round(final_score(run["evals"]), 4),
                               "rollout_signal_share": round(fmean(s["rollout_signal"] for s in run["steps"]), 3)}), flush=True)
@@ -227,8 +257,7 @@ def main() -> int:
         print(f"seed {r['seed']} {r['arm']:>14}: {r['episodes_to_target']} episodes to plain's final {r['target']:.3f} ({r['ratio']}x plain's"
               f"{'' if r['reached'] else ', never reached'}), final {r['final']:.3f} ({r['final_minus_plain']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]), "
               f"groups with signal {r['rollout_signal_share']}")
-    space_name = str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space)
-    record("signal", [*runs, *rows], {"space": space_name, "steps": steps, **summary})
+    record("signal", [*runs, *rows], {"space": space_name, "steps": steps, **summary, "reused": reused})
     return 0
 
 

@@ -7,10 +7,12 @@
 # listed at the end of each run (CI keeps to 40 minutes). Each run spreads its tests over TEST_WORKERS
 # processes (pytest-xdist; default 2 where there are 2 cores or more, 0 = one process): most tests use one core,
 # so on CI's 2 cores two at a time take about half the time. Every test already has its own ports, Ray, cache
-# and temporary folders.
+# and temporary folders. With workers, torch (and OpenMP) get one thread per process unless OMP_NUM_THREADS says
+# otherwise: two workers' threads spinning on two cores slowed the in-process trainer tests by 2x.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${TEST_WORKERS:-$(( $(nproc) >= 2 ? 2 : 0 ))}
+if [ "$workers" -gt 0 ]; then export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}; fi
 bash scripts/bootstrap.sh
 fleet_log=""
 if [ $# -eq 0 ]; then

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.learning_signal import episodes_to_reach, eval_curve, final_rates, final_score, paired_difference  # noqa: E402
+from bench.learning_signal import episodes_to_reach, eval_curve, final_rates, final_score, kept_settings, paired_difference  # noqa: E402
 
 
 def test_the_final_score_is_the_mean_of_the_last_two_trained_evals_not_the_best():
@@ -35,3 +35,12 @@ def test_the_paired_difference_and_its_noise():
     assert (diff, low, high) == (1.0, 1.0, 1.0)  # every episode passed against none: no noise to draw
     diff, low, high = paired_difference({"a": (6, 8), "b": (2, 8)}, {"a": (4, 8), "b": (2, 8)})
     assert diff == pytest.approx(0.125) and low < 0.125 < high  # (6/8 - 4/8 + 0) / 2, with binomial noise around it
+
+
+def test_a_kept_folder_takes_only_the_settings_it_was_made_with(tmp_path):
+    settings = {"space": "sweep/search_spaces/fleet_mix_cpu.yaml", "steps": 30, "k": 8, "sets": {"torch_threads": 2}}
+    kept_settings(tmp_path, settings)
+    kept_settings(tmp_path, dict(settings))  # the next sitting, same settings: its runs are reused
+    with pytest.raises(SystemExit) as refused:
+        kept_settings(tmp_path, {**settings, "steps": 10})
+    assert str(tmp_path / "bench.json") in str(refused.value) and "steps: 30 there, 10 now" in str(refused.value)
