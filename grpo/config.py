@@ -17,6 +17,9 @@ from configkit.base import StrictModel
 from grpo.losses import PolicyLossName
 from toolenvs.backend import BackendConfig, LocalBackendConfig, absorb_moved_keys
 
+CurriculumLevel = Literal["task", "env", "both"]  # data.curriculum.level (grpo.curriculum reads its names from here)
+EnvPotential = Literal["pooled", "tasks"]  # data.curriculum.env_potential
+
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
 
@@ -328,7 +331,7 @@ class CurriculumConfig(StrictModel):
         "point (a task it lacks starts at one pass and one fail). None: every task starts at one pass and one fail. Read only "
         "when enabled, so a space can sweep `enabled` over a base that names a probe.",
     )
-    level: Literal["task", "env", "both"] = Field(
+    level: CurriculumLevel = Field(
         "task",
         description="What the learning potential weights. task: each task by its own estimate (an env's share is the sum of its "
         "tasks'). env: each environment (env_key) keeps its own pass/fail counts (one of each plus its tasks' probe counts, times "
@@ -337,7 +340,7 @@ class CurriculumConfig(StrictModel):
         "and within an env its tasks by their task-level weights (with the floor), renormalised within the env. A checkpoint "
         "resumes only at the level kind it was saved with (task, or env/both).",
     )
-    env_potential: Literal["pooled", "tasks"] = Field(
+    env_potential: EnvPotential = Field(
         "pooled",
         description="At level env and both, an env's learning potential. pooled: the potential of the env's own running pass "
         "rate (its counts). tasks: the mean of its tasks' potentials, the share of its groups expected to carry signal when its "

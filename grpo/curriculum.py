@@ -38,10 +38,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from configkit.base import ConfigError
-from grpo.config import TrainerConfig
+from grpo.config import CurriculumLevel, EnvPotential, TrainerConfig
 from toolenvs.outcomes import passed
 from toolenvs.task import Task
 
@@ -148,8 +148,8 @@ def mean_by_env(env_keys: Sequence[str], values: Sequence[float]) -> dict[str, f
     return {env: sum(v) / len(v) for env, v in summed.items()}
 
 
-CURRICULUM_LEVELS = ("task", "env", "both")  # data.curriculum.level; env and both keep env counts
-ENV_POTENTIALS = ("pooled", "tasks")  # data.curriculum.env_potential
+CURRICULUM_LEVELS = get_args(CurriculumLevel)  # data.curriculum.level; env and both keep env counts
+ENV_POTENTIALS = get_args(EnvPotential)  # data.curriculum.env_potential
 
 
 @dataclass(frozen=True)
