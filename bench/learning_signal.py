@@ -159,6 +159,12 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
             "evals": evals, "tasks": tasks, "env_evals": envs}
 
 
+def read_run(path: Path) -> dict[str, Any]:
+    """A kept run as ``run_arm`` returned it (JSON keeps the evals' and tasks' steps as strings)."""
+    run = json.loads(path.read_text())
+    return {**run, "evals": {int(step): v for step, v in run["evals"].items()}, "tasks": {int(step): v for step, v in run["tasks"].items()}}
+
+
 def kept_settings(folder: Path, settings: dict[str, Any]) -> None:
     """Tie ``folder`` to the bench's settings (``bench.json``): a folder made with other settings is refused, by key."""
     path = folder / "bench.json"
@@ -241,8 +247,7 @@ def main() -> int:
         for arm in arms:
             done = folder / f"{arm}_s{seed}.json"
             if done.exists():
-                run = json.loads(done.read_text())
-                run["evals"], run["tasks"] = ({int(step): v for step, v in run[key].items()} for key in ("evals", "tasks"))
+                run = read_run(done)
                 reused[done.stem] = run.get("commit", "unknown")
                 print(f"{done.stem}: kept from an earlier call ({reused[done.stem]})", flush=True)
             else:

@@ -36,7 +36,7 @@ SPACE = ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml"
 TARGET = 0.10
 
 
-def _trial(evals: list[dict]) -> TrialData:
+def as_trial(evals: list[dict]) -> TrialData:
     """One run's eval lines as the report reads a trial."""
     return TrialData(trial_id="run", folder="", config={}, rows=[], evals=evals)
 
@@ -44,7 +44,7 @@ def _trial(evals: list[dict]) -> TrialData:
 def env_rows(evals: list[dict], window: int, th: Thresholds) -> list[dict]:
     """Per env, the report's row (``sweep.report.envs.env_table``: base eval at step 0 against the last ``window``
     evals, the verdict's interval, the report's status), with the base's class beside it."""
-    trial = _trial(evals)
+    trial = as_trial(evals)
     owner = task_envs(trial)
     return [{"env": r.env, "tasks": sum(e == r.env for e in owner.values()), "base": round(r.base, 4), "last": round(r.last, 4),
              "delta": round(r.delta, 4), "low": round(r.low, 4), "high": round(r.high, 4), "base_class": level_status(r.base, th),
@@ -53,7 +53,7 @@ def env_rows(evals: list[dict], window: int, th: Thresholds) -> list[dict]:
 
 def pooled(evals: list[dict], window: int, envs: list[str]) -> dict:
     """The envs' held-out tasks as one set: the mean change over them, with the verdict's interval (``score_trials``)."""
-    keys = {k for k, e in task_envs(_trial(evals)).items() if e in envs}
+    keys = {k for k, e in task_envs(as_trial(evals)).items() if e in envs}
     if not keys:
         return {"envs": envs, "tasks": 0}
     points = [EvalPoint(int(e["global_step"]), 0.0, {k: (int(v[0]), int(v[1])) for k, v in e["tasks"].items() if k in keys}) for e in evals]

@@ -22,11 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.mix_learns import pooled
+from bench.mix_learns import as_trial, pooled
 from grpo import warmstart
 from grpo.data import base_tasks
 from sweep.report.envs import env_table, level_status
-from sweep.report.load import TrialData
 from sweep.spec.loader import load_trainer
 from sweep.verdict.thresholds import Thresholds
 
@@ -56,7 +55,7 @@ def test_the_shipped_mix_base_holds_its_classes_and_grpo_learns_there(tmp_path):
     assert all(0.15 <= rates[env] <= 0.7 for env, band in BANDS.items() if band == "LEARNABLE"), rates  # the learnable band
     assert base["eval/env_error_frac"] == 0.0
 
-    rows = {r.env: r for r in env_table(TrialData(trial_id="run", folder="", config={}, rows=[], evals=evals), True, 1, Thresholds())}
+    rows = {r.env: r for r in env_table(as_trial(evals), True, 1, Thresholds())}
     assert rows["outlook"].status == "SATURATED", rows["outlook"]  # held: a fall beyond noise would read REGRESSED
     gain = pooled(evals, 1, [env for env, band in BANDS.items() if band == "LEARNABLE"])  # the bench's own measure
     assert gain["delta"] >= 0.10 and gain["low"] > 0, (gain, {env: (r.base, r.last) for env, r in rows.items()})
