@@ -26,8 +26,10 @@ a CI test; the probe's own episodes are left out of the curricula's cost (a swee
 
 With ``--keep DIR`` the bench can be built over several sittings (a mix seed is hours on 2 cores): the probe
 and each finished run (``{arm}_s{seed}.json``, with the commit that ran it) are kept there and reused by the
-next call with the same settings (``bench.json``; other settings are refused), a run cut short is run again
-from its start; the summary names the runs reused and their commits.
+next call with the same settings (``bench.json``: the space, steps, k and the set keys, not ``--threads``;
+other settings are refused), a run cut short is run again from its start; the summary names the runs reused
+and their commits. Calls on other seeds may share the folder at once (each touches its own seeds' runs): two
+one-thread calls use 2 cores better than one two-thread call.
 """
 
 from __future__ import annotations
@@ -237,7 +239,8 @@ def main() -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="signal-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     space_name = str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space)
-    kept_settings(folder, {"space": space_name, "steps": steps, "k": k, "sets": tiny})
+    what = {key: v for key, v in tiny.items() if key != "torch_threads"}  # threads set how fast, not what: sittings may differ in them
+    kept_settings(folder, {"space": space_name, "steps": steps, "k": k, "sets": what})
     probe_path = folder / "probe.json"
     if not probe_path.exists():
         probe_path = make_probe(space, folder, k, tiny)

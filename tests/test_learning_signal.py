@@ -38,7 +38,7 @@ def test_the_paired_difference_and_its_noise():
 
 
 def test_a_kept_folder_takes_only_the_settings_it_was_made_with(tmp_path):
-    settings = {"space": "sweep/search_spaces/fleet_mix_cpu.yaml", "steps": 30, "k": 8, "sets": {"torch_threads": 2}}
+    settings = {"space": "sweep/search_spaces/fleet_mix_cpu.yaml", "steps": 30, "k": 8, "sets": {}}
     kept_settings(tmp_path, settings)
     kept_settings(tmp_path, dict(settings))  # the next sitting, same settings: its runs are reused
     with pytest.raises(SystemExit) as refused:
