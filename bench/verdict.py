@@ -2,7 +2,8 @@
 
     python bench/verdict.py truth [--results DIR]   # the ground-truth grid (bench/verdict_truth.yaml, ~2.5 h on 2 cores) -> bench/data/verdict_truth.json
     python bench/verdict.py [--seeds 0 1 ... 9]     # the sweep once per searcher seed, judged against the truth
-    python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders), judged again together
+    python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders, or the packed
+                                                     # sweeps in bench/data/verdict_sweeps/), judged again together
     python bench/verdict.py ... --world mix          # the same in the mix's world (bench/worlds.py; default: hotel)
 
 The truth's runs: the learning space's recipe, base and held-out split; eight learning rates from too low to
@@ -27,7 +28,10 @@ is their setting's truth label, an ``undecided`` verdict counted as a miss; targ
 ``verdict_agreement_decided`` (the same over trials not judged ``undecided``), ``undecided_share``,
 ``trials_truth_unclear``, and ``top1_in_truth_top`` and ``verdict_agreement`` again with each trial judged by either grid
 setting around its LR (``_bracketed``: the grid is a factor ~3 apart, and between a learner and a flat
-setting the truth is unknown). Not a CI test.
+setting the truth is unknown). Each seed's sweep is also packed to
+``bench/data/verdict_sweeps/{world}_s{seed}_{commit}.tar.gz`` (``bench/sweep_archive.py``: what the report reads,
+no weights or dumps; tens of KB), so ``judge`` can judge it again by later rules without running it. Not a CI
+test.
 
 Worlds (``--world``, ``bench/worlds.py``): ``hotel`` as above; ``mix``, the five apps of
 ``sweep/search_spaces/fleet_mix_cpu.yaml`` from its shipped base, where some envs are saturated or failing from step
@@ -56,8 +60,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.record import record  # noqa: E402
+from bench.record import DATA, commit, record  # noqa: E402
+from bench.sweep_archive import pack, unpack  # noqa: E402
 from bench.worlds import WORLDS, World, read_json, write_json  # noqa: E402
+
+SWEEPS = DATA / "verdict_sweeps"  # each bench seed's sweep, packed (bench/sweep_archive.py): judged again without running it
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
@@ -310,7 +317,8 @@ def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eva
         started = time.perf_counter()
         _sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], _env())
         rows = json.loads((folder / f"s{seed}" / world.bench_name / "leaderboard.json").read_text())
-        result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), **judge_seed(rows, truth)}
+        packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{commit().replace('+', '-dirty')}.tar.gz")
+        result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "sweep": str(packed.relative_to(ROOT)), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
     summary = summarize(world, per_seed, steps, truth, [folder], truth_kind)
@@ -335,10 +343,11 @@ def bench_record(world: World, truth_kind: str) -> str:
     return f"verdict_bench_{truth_kind}" if world.name == "hotel" else f"verdict_bench_{world.name}_{truth_kind}"
 
 
-def judge_kept(world: World, folders: list[Path], truth_kind: str = "outcome") -> None:
-    """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings), judged again
-    together by this checkout's verdict rules."""
+def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -> None:
+    """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings, or the packed sweeps
+    each seed leaves in ``bench/data/verdict_sweeps/``), judged again together by this checkout's verdict rules."""
     truth = _truth(world, truth_kind)
+    folders = [unpack(s) if s.name.endswith(".tar.gz") else s for s in sources]
     per_seed, steps = [], 0
     for folder in folders:
         for board in sorted(folder.glob(f"s*/{world.bench_name}/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
@@ -348,8 +357,8 @@ def judge_kept(world: World, folders: list[Path], truth_kind: str = "outcome") -
             per_seed.append(result)
             print(json.dumps(result))
     if not per_seed:
-        raise SystemExit(f"no bench sweeps (s<seed>/{world.bench_name}/leaderboard.json) under {', '.join(map(str, folders))}")
-    summary = summarize(world, per_seed, steps, truth, folders, truth_kind)
+        raise SystemExit(f"no bench sweeps (s<seed>/{world.bench_name}/leaderboard.json) under {', '.join(map(str, sources))}")
+    summary = {**summarize(world, per_seed, steps, truth, folders, truth_kind), "results": ", ".join(map(str, sources))}
     record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
 
@@ -398,7 +407,7 @@ def main() -> int:
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="hotel (the demo's world) or mix (five apps; bench/worlds.py)")
     parser.add_argument("--results", type=Path, nargs="+",
                         help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix) to read; later folders fill runs "
-                             "the first lacks; judge: --keep folders of earlier bench runs, judged together")
+                             "the first lacks; judge: --keep folders of earlier bench runs, or their packed sweeps (bench/data/verdict_sweeps/*.tar.gz), judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
                         help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
