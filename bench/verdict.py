@@ -5,6 +5,8 @@
     python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders, or the packed
                                                      # sweeps in bench/data/verdict_sweeps/), judged again together
     python bench/verdict.py ... --world mix          # the same in the mix's world (bench/worlds.py; default: hotel)
+    python bench/verdict.py truth --world mix --lrs 1e-6 3e-3 --grid-seeds 0   # a part of the grid, packed to bench/data/verdict_truth_mix_parts/
+    python bench/verdict.py truth --world mix --results bench/data/verdict_truth_mix_parts/*.tar.gz   # the truth, once the parts cover the grid
 
 The truth's runs: the learning space's recipe, base and held-out split; eight learning rates from too low to
 too high, each with three RL seeds for 30 steps, no early stopping (``bench/verdict_truth.yaml``; their evals,
@@ -219,27 +221,68 @@ def merged_runs(folders: list[Path], total: int) -> dict[str, Any]:
     return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in folders]}
 
 
-def make_truth(world: World, results: list[Path] | None, keep: Path | None = None) -> None:
+def grid_part(grid: dict[str, Any], lrs: list[float] | None, seeds: list[int] | None) -> dict[str, Any]:
+    """The grid cut to some of its learning rates and seeds (a part run in one sitting); each must be the grid's own."""
+    space = {key: dict(value) for key, value in grid["space"].items()}
+    for key, wanted in (("optim.lr", lrs), ("seed", seeds)):
+        if wanted is None:
+            continue
+        values = space[key]["grid"]
+        unknown = [v for v in wanted if not any(math.isclose(v, w) for w in values)]
+        if unknown:
+            raise SystemExit(f"truth grid {grid['name']}: {key} {unknown} is not in its grid {values}")
+        space[key]["grid"] = [w for w in values if any(math.isclose(v, w) for v in wanted)]
+    return {**grid, "space": space}
+
+
+def part_name(grid: dict[str, Any]) -> str:
+    """A part's file name: its learning rates and seeds, and the commit that ran it."""
+    lrs = "-".join(f"{lr:.0e}" for lr in grid["space"]["optim.lr"]["grid"])
+    seeds = "".join(str(s) for s in grid["space"]["seed"]["grid"])
+    return f"lr{lrs}_s{seeds}_{commit().replace('+', '-dirty')}.tar.gz"
+
+
+def truth_folders(world: World, results: list[Path]) -> list[Path]:
+    """``--results`` as sweep folders: a packed part (``.tar.gz``) unpacked to its grid's sweep folder."""
+    return [unpack(r) / f"verdict_truth_{world.name}" if r.name.endswith(".tar.gz") else r for r in results]
+
+
+def make_truth(world: World, results: list[Path] | None, keep: Path | None = None, lrs: list[float] | None = None,
+               seeds: list[int] | None = None) -> None:
     """Run the world's grid (into ``keep``, or a temporary folder; ``sweep resume`` it there if cut short) unless
-    ``results`` holds its runs already, and write the runs with the rules-labelled table (``--truth rules``)."""
+    ``results`` holds its runs already, and write the runs with the rules-labelled table (``--truth rules``).
+    ``lrs``/``seeds`` run a part of the grid only, packed to ``bench/data/verdict_truth_{world}_parts/`` (a
+    grid is hours: it is built over sittings, each part committed); the truth is written once the parts given
+    to ``--results`` cover the whole grid."""
     grid = grid_data(world)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-truth-"))
     folder.mkdir(parents=True, exist_ok=True)
+    if lrs or seeds:
+        part = grid_part(grid, lrs, seeds)
+        if world.grid_space is not None:  # a committed grid's paths are its folder's: resolved for a copy elsewhere
+            part["trainer"] = trainer_section(world.grid_space)
+        (folder / f"{part['name']}.yaml").write_text(yaml.safe_dump(part))
+        _sweep(["run", str(folder / f"{part['name']}.yaml"), "--storage", str(folder), "--fresh"], _env())
+        packed = pack(folder, [part["name"]], DATA / f"verdict_truth_{world.name}_parts" / part_name(part))
+        print(f"packed the part's sweep to {packed.relative_to(ROOT)}: commit it; the truth: --results with every part")
+        return
     space = grid_file(world, folder, grid)
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
         results = [folder / grid["name"]]
-    data = merged_runs(results, int(grid["trainer"]["total_steps"]))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    data = merged_runs(truth_folders(world, results), int(grid["trainer"]["total_steps"]))
+    missing = sorted({(lr, seed) for lr in grid["space"]["optim.lr"]["grid"] for seed in grid["space"]["seed"]["grid"]}
+                     - {(r["lr"], r["seed"]) for r in data["runs"]})
+    if missing:
+        raise SystemExit(f"the truth grid lacks {len(missing)} of its runs (lr, seed): {missing}; run them as parts (--lrs, --grid-seeds)")
+    data["sources"] = [str(r) for r in results]
+    commit_ = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     where = {"space": str(space.relative_to(ROOT))} if world.grid_space else {"world": world.name, "grid": grid, "task_envs": held_out_envs(space)}
-    data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit, **data, "truth": truth_table(data)}
+    data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit_, **data, "truth": truth_table(data)}
     write_json(world.runs, data)
     for h, row in data["truth"].items():
         print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
     print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}")
-
-
-# --- the sweep against it ---------------------------------------------------------------------------
 
 
 def nearest(lr: float, settings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -406,12 +449,14 @@ def main() -> int:
     parser.add_argument("mode", nargs="?", choices=["bench", "truth", "judge"], default="bench")
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="hotel (the demo's world) or mix (five apps; bench/worlds.py)")
     parser.add_argument("--results", type=Path, nargs="+",
-                        help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix) to read; later folders fill runs "
+                        help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix, or packed parts *.tar.gz) to read; later ones fill runs "
                              "the first lacks; judge: --keep folders of earlier bench runs, or their packed sweeps (bench/data/verdict_sweeps/*.tar.gz), judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
                         help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps (with truth: the grid's runs) here")
+    parser.add_argument("--lrs", type=float, nargs="+", help="truth: run only these of the grid's learning rates (a part, packed to bench/data/verdict_truth_{world}_parts/)")
+    parser.add_argument("--grid-seeds", type=int, nargs="+", help="truth: run only these of the grid's seeds (a part)")
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
@@ -419,7 +464,7 @@ def main() -> int:
     args = parser.parse_args()
     world = WORLDS[args.world]
     if args.mode == "truth":
-        make_truth(world, args.results, args.keep)
+        make_truth(world, args.results, args.keep, args.lrs, args.grid_seeds)
     elif args.mode == "judge":
         judge_kept(world, args.results or [], args.truth)
     else:

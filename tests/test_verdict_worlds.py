@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.verdict import HORIZONS, bench_space, grid_data, grid_file  # noqa: E402
+from bench.verdict import HORIZONS, bench_space, grid_data, grid_file, grid_part, part_name  # noqa: E402
 from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
 from sweep.spec.loader import load_space  # noqa: E402
 
@@ -43,3 +44,13 @@ def test_gzipped_data_round_trips(tmp_path):
         write_json(tmp_path / name, data)
         assert read_json(tmp_path / name) == data
     assert (tmp_path / "x.json.gz").read_bytes()[:2] == b"\x1f\x8b"
+
+
+def test_a_grid_part_is_some_of_the_grid_own_settings_and_names_them():
+    grid = grid_data(WORLDS["mix"])
+    part = grid_part(grid, [3e-3, 1.0e-6], [1])
+    assert part["space"]["optim.lr"]["grid"] == [1.0e-6, 3.0e-3] and part["space"]["seed"]["grid"] == [1]
+    assert part["trainer"] == grid["trainer"] and grid["space"]["seed"]["grid"] == [0, 1, 2]  # the grid itself untouched
+    assert part_name(part).startswith("lr1e-06-3e-03_s1_")
+    with pytest.raises(SystemExit, match=r"optim.lr \[2e-05\] is not in its grid"):
+        grid_part(grid, [2e-5], None)
