@@ -11,7 +11,8 @@ potential, ``env_potential: tasks``), all three seeded by a probe of the base ma
 ``sweep forecast``'s own ``probe``, k samples per training task. Same budget: every arm stops once its
 training rollouts reach the plain run's (``total_steps x prompts_per_step x n_samples_per_prompt``
 episodes; dynamic sampling spends more per step, so it runs fewer steps). Held-out evals every
-``eval.interval`` steps, each at the training episodes spent by then (the base's at 0).
+``eval.interval`` steps, each at the training episodes spent by then; the base's at 0 is the plain run's,
+which the seed's other arms start from as a sweep's trials share one base eval.
 
 Per seed, the target is the plain run's *final* held-out pass@1: the mean of its last two evals (not its
 best, a maximum over a noisy curve). Per arm and seed: the training episodes spent by its first eval at or
@@ -136,7 +137,11 @@ def make_probe(space: Path, folder: Path, k: int, tiny: dict[str, Any]) -> Path:
     return write_probe(folder / "probe.json", probe(cfg, k), k)
 
 
-def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any]) -> dict[str, Any]:
+def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any],
+            base_eval: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One arm's run, stopped at the budget. ``base_eval``: the seed's plain run's step-0 eval line, which the
+    other arms start from as a sweep's trials share one base eval (same base, same held-out tasks: one point,
+    not one per arm)."""
     from grpo.trainer import train
     from sweep.spec.loader import load_trainer
 
@@ -149,7 +154,7 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
     reporter = BudgetReporter(budget)
     started = time.perf_counter()
     try:
-        train(cfg, reporter)
+        train(cfg, reporter, base_eval)
     except BudgetSpent:
         pass
     lines = [json.loads(line) for line in (out / "aggregated_results.jsonl").read_text().splitlines()]
@@ -158,7 +163,14 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
     envs = {int(e["global_step"]): {k.split("/")[1]: v for k, v in e.items() if k.startswith("eval/") and k.endswith("/pass_at_1") and k.count("/") == 2}
             for e in lines}
     return {"arm": arm, "seed": seed, "commit": commit(), "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps,
-            "evals": evals, "tasks": tasks, "env_evals": envs}
+            "evals": evals, "tasks": tasks, "env_evals": envs, "base_eval": step0_line(out)}
+
+
+def step0_line(out: Path) -> dict[str, Any] | None:
+    """A run's step-0 eval line (``aggregated_results.jsonl``), or None where its folder is gone."""
+    path = out / "aggregated_results.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    return next(({k: v for k, v in line.items() if k != "shared"} for line in lines if int(line["global_step"]) == 0), None)
 
 
 def read_run(path: Path) -> dict[str, Any]:
@@ -247,6 +259,7 @@ def main() -> int:
     print(f"probe of the base ({k} samples per training task): {probe_path}; budget {budget} training episodes per run", flush=True)
     runs, reused = [], {}
     for seed in seeds:
+        shared = None  # plain's base eval, the other arms' step 0
         for arm in arms:
             done = folder / f"{arm}_s{seed}.json"
             if done.exists():
@@ -254,8 +267,10 @@ def main() -> int:
                 reused[done.stem] = run.get("commit", "unknown")
                 print(f"{done.stem}: kept from an earlier call ({reused[done.stem]})", flush=True)
             else:
-                run = run_arm(space, arm, seed, steps, budget, probe_path, tiny)
+                run = run_arm(space, arm, seed, steps, budget, probe_path, tiny, shared)
                 done.write_text(json.dumps(run))
+            if arm == "plain":
+                shared = run.get("base_eval") or step0_line(folder / done.stem)  # runs kept before it was kept: their folder
             runs.append(run)
             print(json.dumps({"arm": arm, "seed": seed, "minutes": run["minutes"], "steps": len(run["steps"]), "episodes": run["steps"][-1]["episodes"],
                               "curve": eval_curve(run["steps"], run["evals"]), "final": round(final_score(run["evals"]), 4),

@@ -3,6 +3,7 @@ best), the per-task rates it is compared on, and the paired task bootstrap of an
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.learning_signal import episodes_to_reach, eval_curve, final_rates, final_score, kept_settings, paired_difference  # noqa: E402
+from bench.learning_signal import episodes_to_reach, eval_curve, final_rates, final_score, kept_settings, paired_difference, step0_line  # noqa: E402
 
 
 def test_the_final_score_is_the_mean_of_the_last_two_trained_evals_not_the_best():
@@ -44,3 +45,10 @@ def test_a_kept_folder_takes_only_the_settings_it_was_made_with(tmp_path):
     with pytest.raises(SystemExit) as refused:
         kept_settings(tmp_path, {**settings, "steps": 10})
     assert str(tmp_path / "bench.json") in str(refused.value) and "steps: 30 there, 10 now" in str(refused.value)
+
+
+def test_the_other_arms_start_from_plain_base_eval_line(tmp_path):
+    lines = [{"global_step": 0, "eval/avg_pass_at_1": 0.4, "tasks": {"a": [3, 8]}, "shared": True}, {"global_step": 5, "eval/avg_pass_at_1": 0.5}]
+    (tmp_path / "aggregated_results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert step0_line(tmp_path) == {"global_step": 0, "eval/avg_pass_at_1": 0.4, "tasks": {"a": [3, 8]}}  # as the trainer shares it again
+    assert step0_line(tmp_path / "gone") is None  # a kept run without its folder: the arm evaluates the base itself
