@@ -152,7 +152,7 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
         sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
     cfg, _ = load_trainer(space, sets)
     reporter = BudgetReporter(budget)
-    started = time.perf_counter()
+    started, ran_at = time.perf_counter(), commit()  # the code that starts the run, not what the checkout holds when it ends
     try:
         train(cfg, reporter, base_eval)
     except BudgetSpent:
@@ -162,7 +162,7 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
     tasks = {int(e["global_step"]): e.get("tasks") or {} for e in lines}
     envs = {int(e["global_step"]): {k.split("/")[1]: v for k, v in e.items() if k.startswith("eval/") and k.endswith("/pass_at_1") and k.count("/") == 2}
             for e in lines}
-    return {"arm": arm, "seed": seed, "commit": commit(), "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps,
+    return {"arm": arm, "seed": seed, "commit": ran_at, "minutes": round((time.perf_counter() - started) / 60, 1), "steps": reporter.steps,
             "evals": evals, "tasks": tasks, "env_evals": envs, "base_eval": step0_line(out)}
 
 

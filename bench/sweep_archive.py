@@ -53,9 +53,10 @@ def pack(root: Path, members: list[str], dest: Path) -> Path:
     return dest
 
 
-def unpack(tarball: Path) -> Path:
-    """Extract a packed sweep into a new temporary folder (plain files only) and return the folder."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{tarball.name.split('.')[0]}-"))
+def unpack(tarball: Path, into: Path | None = None) -> Path:
+    """Extract a packed sweep (plain files only) into ``into``, or a new temporary folder, and return the folder."""
+    folder = into or Path(tempfile.mkdtemp(prefix=f"{tarball.name.split('.')[0]}-"))
+    folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(tarball, mode="r:gz") as tar:
         tar.extractall(folder, filter="data")
     return folder

@@ -242,9 +242,9 @@ def part_name(grid: dict[str, Any]) -> str:
     return f"lr{lrs}_s{seeds}_{commit().replace('+', '-dirty')}.tar.gz"
 
 
-def truth_folders(world: World, results: list[Path]) -> list[Path]:
-    """``--results`` as sweep folders: a packed part (``.tar.gz``) unpacked to its grid's sweep folder."""
-    return [unpack(r) / f"verdict_truth_{world.name}" if r.name.endswith(".tar.gz") else r for r in results]
+def truth_folders(grid: dict[str, Any], results: list[Path]) -> list[Path]:
+    """``--results`` as sweep folders: a packed part (``.tar.gz``) unpacked to its grid's sweep folder (the grid's name)."""
+    return [unpack(r) / grid["name"] if r.name.endswith(".tar.gz") else r for r in results]
 
 
 def make_truth(world: World, results: list[Path] | None, keep: Path | None = None, lrs: list[float] | None = None,
@@ -270,7 +270,7 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
         results = [folder / grid["name"]]
-    data = merged_runs(truth_folders(world, results), int(grid["trainer"]["total_steps"]))
+    data = merged_runs(truth_folders(grid, results), int(grid["trainer"]["total_steps"]))
     missing = sorted({(lr, seed) for lr in grid["space"]["optim.lr"]["grid"] for seed in grid["space"]["seed"]["grid"]}
                      - {(r["lr"], r["seed"]) for r in data["runs"]})
     if missing:
@@ -360,7 +360,7 @@ def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eva
         started = time.perf_counter()
         _sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], _env())
         rows = json.loads((folder / f"s{seed}" / world.bench_name / "leaderboard.json").read_text())
-        packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{commit().replace('+', '-dirty')}.tar.gz")
+        packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{steps}steps_{commit().replace('+', '-dirty')}.tar.gz")
         result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "sweep": str(packed.relative_to(ROOT)), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
@@ -391,9 +391,13 @@ def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -
     each seed leaves in ``bench/data/verdict_sweeps/``), judged again together by this checkout's verdict rules."""
     truth = _truth(world, truth_kind)
     folders = [unpack(s) if s.name.endswith(".tar.gz") else s for s in sources]
-    per_seed, steps = [], 0
-    for folder in folders:
+    per_seed, steps, seen = [], 0, {}
+    for source, folder in zip(sources, folders):
         for board in sorted(folder.glob(f"s*/{world.bench_name}/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
+            seed = int(board.parts[-3][1:])
+            if seed in seen:  # two runs of one seed (packs from two commits, say) would count it twice
+                raise SystemExit(f"searcher seed {seed} is in both {seen[seed]} and {source}: judge one sweep per seed")
+            seen[seed] = source
             rows = rejudged(board)
             steps = max([steps, *(int(r.get("steps", 0)) for r in rows)])
             result = {"seed": int(board.parts[-3][1:]), **judge_seed(rows, truth)}

@@ -64,7 +64,7 @@ def test_a_packed_sweep_loads_as_the_sweep_did(tmp_path):
                      "s3/demo_cpu/run_trial_abcde_00000_0_2026-11-28/params.json", "s3/demo_cpu/run_trial_abcde_00000_0_2026-11-28/result.json",
                      "s3/demo_cpu/sweep_config.json", "s3/demo_cpu/trajectories/abcde_00000/aggregated_results.jsonl",
                      "s3/demo_cpu/trajectories/abcde_00000/trainer_config.json", "verdict_bench.yaml"]
-    folder = unpack(tarball)
+    folder = unpack(tarball, tmp_path / "unpacked")
     before, after = load_sweep(SweepStore(str(sweep))), load_sweep(SweepStore(str(folder / "s3" / "demo_cpu")))
     (a,), (b,) = before.trials, after.trials
     assert (b.trial_id, b.config, b.rows, b.evals, b.trainer_config, b.restarts) == (a.trial_id, a.config, a.rows, a.evals, a.trainer_config, a.restarts)
@@ -77,3 +77,15 @@ def test_a_packed_sweep_loads_as_the_sweep_did(tmp_path):
 def test_packing_what_is_not_there_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="s9/demo_cpu"):
         pack(tmp_path, ["s9/demo_cpu"], tmp_path / "x.tar.gz")
+
+
+def test_a_packed_grid_part_is_found_under_its_grid_name(tmp_path):
+    from bench.verdict import grid_data, grid_part, truth_folders
+    from bench.worlds import WORLDS
+
+    for world in WORLDS.values():
+        grid = grid_part(grid_data(world), None, [0])
+        write(tmp_path / world.name / grid["name"] / "leaderboard.json", "[]")  # the part's sweep, stored under the grid's name
+        tarball = pack(tmp_path / world.name, [grid["name"]], tmp_path / f"{world.name}.tar.gz")
+        (folder,) = truth_folders(grid, [tarball])
+        assert (folder / "leaderboard.json").is_file() and folder.name == grid["name"]
