@@ -2,6 +2,7 @@
 
     python bench/mix_learns.py                                # fleet_mix_cpu.yaml's trainer at LR 1e-4, RL seed 0
     python bench/mix_learns.py --lr 3e-5 --seeds 0 1 --keep /work/mix_runs
+    python bench/mix_learns.py --signal bench/data/signal_mix   # the learning-signal bench's plain runs, one per RL seed
 
 Each seed runs one trial from the space's base (``python -m sweep train``, its held-out evals every
 ``eval.interval`` steps, step 0 the base) and reads its evals as the report does: per env, the base, the
@@ -89,6 +90,22 @@ def sweep_runs(uri: str):
         yield trial.trial_id, cfg.get("optim", {}).get("lr"), cfg.get("seed"), evals, trial.wall_s
 
 
+def signal_runs(folder: Path, arm: str, lr: float | None):
+    """(name, lr, seed, evals, seconds) of the learning-signal bench's kept runs of ``arm`` (``bench/learning_signal.py
+    --keep``): the same trainer at the space's LR, one RL seed each, their eval lines rebuilt from the kept per-task
+    counts and the base eval's task envs (runs kept before they carried it are skipped, by name)."""
+    for path in sorted(folder.glob(f"{arm}_s*.json"), key=lambda p: int(p.stem.rsplit("_s", 1)[1])):
+        run = json.loads(path.read_text())
+        owners = (run.get("base_eval") or {}).get("task_envs")
+        if not owners:
+            print(f"{path}: no base eval with its tasks' envs kept; skipped", file=sys.stderr)
+            continue
+        evals = [{"global_step": int(step), "eval/avg_pass_at_1": run["evals"][step], "tasks": tasks, "task_envs": owners,
+                  **{f"eval/{env}/pass_at_1": value for env, value in run["env_evals"][step].items()}}
+                 for step, tasks in sorted(run["tasks"].items(), key=lambda kv: int(kv[0]))]
+        yield f"{arm}_s{run['seed']}", lr, run["seed"], evals, run["minutes"] * 60
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", type=Path, default=SPACE)
@@ -97,13 +114,15 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a trainer override, as sweep train --set")
     parser.add_argument("--keep", type=Path, help="keep each run's output here (default: a temporary directory)")
     parser.add_argument("--sweep", help="read a finished sweep's trials on the mix (their LRs, seeds and evals) instead of running any")
+    parser.add_argument("--signal", type=Path, help="read the learning-signal bench's kept plain runs (its --keep folder, e.g. bench/data/signal_mix) instead of running any")
     args = parser.parse_args()
     from sweep.spec.loader import load_trainer, parse_sets
 
     trainer, _ = load_trainer(args.space, parse_sets(args.set))
     window, th = trainer.eval.score_window, Thresholds()
     rows, per_run = [], {}
-    for name, lr, seed, evals, seconds in (sweep_runs(args.sweep) if args.sweep else own_runs(args)):
+    runs = sweep_runs(args.sweep) if args.sweep else signal_runs(args.signal, "plain", trainer.optim.lr) if args.signal else own_runs(args)
+    for name, lr, seed, evals, seconds in runs:
         table = env_rows(evals, window, th)
         for row in table:
             rows.append({"run_of": name, "seed": seed, "lr": lr, **row, "steps": [e["global_step"] for e in evals], "seconds": round(seconds)})
@@ -115,7 +134,7 @@ def main() -> int:
         per_run[name] = {"lr": lr, "seed": seed, "learnable": learnable, "saturated_held": held, "met": met}
         rows.append({"run_of": name, "seed": seed, "lr": lr, "pooled": "learnable", **learnable, "saturated_held": held, "seconds": round(seconds)})
     space = args.space.resolve()
-    summary = {"space": str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space), "sweep": args.sweep, "overrides": args.set,
+    summary = {"space": str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space), "sweep": args.sweep, "signal": str(args.signal) if args.signal else None, "overrides": args.set,
                "window": window, "target": f"learnable envs >= +{TARGET} with the interval above 0, saturated not REGRESSED", "runs_by_name": per_run,
                "target_met_by": sorted(n for n, r in per_run.items() if r["met"])}
     record("mix_learns", rows, summary)

@@ -40,3 +40,21 @@ def test_pooled_learnable_envs():
     hotel = pooled(EVALS, 2, ["hotel"])
     assert hotel["tasks"] == 2 and hotel["delta"] == 0.3125 and hotel["low"] <= hotel["delta"] <= hotel["high"]
     assert pooled(EVALS, 2, []) == {"envs": [], "tasks": 0}
+
+
+def test_the_signal_bench_kept_plain_runs_read_as_the_trainer_wrote_them(tmp_path, capsys):
+    import json
+
+    from bench.mix_learns import signal_runs
+
+    steps = [str(e["global_step"]) for e in EVALS]
+    run = {"arm": "plain", "seed": 3, "minutes": 2.0, "evals": {s: 0.5 for s in steps}, "tasks": {str(e["global_step"]): e["tasks"] for e in EVALS},
+           "env_evals": {str(e["global_step"]): {k.split("/")[1]: v for k, v in e.items() if k.endswith("/pass_at_1")} for e in EVALS},
+           "base_eval": EVALS[0]}
+    (tmp_path / "plain_s3.json").write_text(json.dumps(run))
+    (tmp_path / "plain_s4.json").write_text(json.dumps({**run, "seed": 4, "base_eval": None}))  # kept before runs carried their base eval
+    (tmp_path / "dynamic_s3.json").write_text(json.dumps(run))
+    ((name, lr, seed, evals, seconds),) = signal_runs(tmp_path, "plain", 1e-4)
+    assert (name, lr, seed, seconds) == ("plain_s3", 1e-4, 3, 120.0)
+    assert env_rows(evals, 2, Thresholds()) == env_rows(EVALS, 2, Thresholds())  # the same rows as from the trainer's own lines
+    assert "plain_s4.json: no base eval" in capsys.readouterr().err
