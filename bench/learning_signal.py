@@ -137,6 +137,31 @@ def make_probe(space: Path, folder: Path, k: int, tiny: dict[str, Any]) -> Path:
     return write_probe(folder / "probe.json", probe(cfg, k), k)
 
 
+def step0_signal(space: Path, probe_path: Path, arms: list[str], tiny: dict[str, Any]) -> dict[str, float]:
+    """Per arm, the share of its first step's groups expected to carry signal: the arm's own sampler (its
+    config, the probe as its prior) gives each training task's chance of a draw, and each task is scored by the
+    probe's own rate (``1 - p^n - (1-p)^n``, p = its passes over its samples, not the prior-smoothed estimate
+    the sampler weighs by). Plain and dynamic sampling draw evenly (dynamic then keeps the groups with signal)."""
+    from grpo.curriculum import CurriculumSampler, CurriculumSettings, read_probe, signal_probability
+    from grpo.data import trial_tasks
+    from sweep.spec.loader import load_trainer
+
+    prior = read_probe(probe_path)
+    out = {}
+    for arm in arms:
+        sets = {**tiny, **ARMS[arm]}
+        if "data.curriculum" in sets:
+            sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
+        cfg, _ = load_trainer(space, sets)
+        tasks, _ = trial_tasks(cfg)
+        n = cfg.rollout.n_samples_per_prompt
+        chances = (CurriculumSampler(tasks, cfg.seed, CurriculumSettings.of(cfg), prior).probabilities()
+                   if cfg.data.curriculum.enabled else [1 / len(tasks)] * len(tasks))
+        rates = [prior[t.task_key][0] / sum(prior[t.task_key]) if sum(prior.get(t.task_key, (0, 0))) else 0.0 for t in tasks]
+        out[arm] = round(sum(c * signal_probability(p, n) for c, p in zip(chances, rates)), 3)
+    return out
+
+
 def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_path: Path, tiny: dict[str, Any],
             base_eval: dict[str, Any] | None = None) -> dict[str, Any]:
     """One arm's run, stopped at the budget. ``base_eval``: the seed's plain run's step-0 eval line, which the
@@ -257,6 +282,8 @@ def main() -> int:
     if not probe_path.exists():
         probe_path = make_probe(space, folder, k, tiny)
     print(f"probe of the base ({k} samples per training task): {probe_path}; budget {budget} training episodes per run", flush=True)
+    expected = step0_signal(space, probe_path, arms, tiny)
+    print(f"groups expected to carry signal at step 0, by the probe's rates: {expected}", flush=True)
     runs, reused = [], {}
     for seed in seeds:
         shared = None  # plain's base eval, the other arms' step 0
@@ -280,7 +307,7 @@ def main() -> int:
         print(f"seed {r['seed']} {r['arm']:>14}: {r['episodes_to_target']} episodes to plain's final {r['target']:.3f} ({r['ratio']}x plain's"
               f"{'' if r['reached'] else ', never reached'}), final {r['final']:.3f} ({r['final_minus_plain']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]), "
               f"groups with signal {r['rollout_signal_share']}")
-    record("signal", [*runs, *rows], {"space": space_name, "steps": steps, **summary, "reused": reused})
+    record("signal", [*runs, *rows], {"space": space_name, "steps": steps, **summary, "step0_expected_signal": expected, "reused": reused})
     return 0
 
 

@@ -52,3 +52,15 @@ def test_the_other_arms_start_from_plain_base_eval_line(tmp_path):
     (tmp_path / "aggregated_results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert step0_line(tmp_path) == {"global_step": 0, "eval/avg_pass_at_1": 0.4, "tasks": {"a": [3, 8]}}  # as the trainer shares it again
     assert step0_line(tmp_path / "gone") is None  # a kept run without its folder: the arm evaluates the base itself
+
+
+def test_step0_signal_weighs_the_probe_rates_by_each_arm_own_draw():
+    from bench.learning_signal import step0_signal
+
+    root = Path(__file__).resolve().parents[1]
+    probe = root / "bench" / "data" / "signal_mix" / "probe.json"
+    tasks = json.loads(probe.read_text())["tasks"]
+    even = sum(1 - (t["successes"] / 8) ** 8 - (1 - t["successes"] / 8) ** 8 for t in tasks) / len(tasks)  # n = 8, each task drawn alike
+    shares = step0_signal(root / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml", probe, ["plain", "curriculum", "env_curriculum"], {})
+    assert shares["plain"] == round(even, 3)
+    assert shares["env_curriculum"] > shares["curriculum"] > shares["plain"]  # weighting by potential draws more of the groups that teach
