@@ -254,6 +254,8 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     ``lrs``/``seeds`` run a part of the grid only, packed to ``bench/data/verdict_truth_{world}_parts/`` (a
     grid is hours: it is built over sittings, each part committed); the truth is written once the parts given
     to ``--results`` cover the whole grid."""
+    if (lrs or seeds) and results:
+        raise SystemExit("truth: --lrs/--grid-seeds run a part of the grid, --results reads runs already made: give one or the other")
     grid = grid_data(world)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-truth-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.verdict import HORIZONS, bench_space, grid_data, grid_file, grid_part, part_name  # noqa: E402
+from bench.verdict import HORIZONS, bench_space, grid_data, grid_file, grid_part, make_truth, part_name  # noqa: E402
 from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
 from sweep.spec.loader import load_space  # noqa: E402
 
@@ -54,3 +54,8 @@ def test_a_grid_part_is_some_of_the_grid_own_settings_and_names_them():
     assert part_name(part).startswith("lr1e-06-3e-03_s1_")
     with pytest.raises(SystemExit, match=r"optim.lr \[2e-05\] is not in its grid"):
         grid_part(grid, [2e-5], None)
+
+
+def test_running_a_part_and_reading_parts_at_once_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="give one or the other"):
+        make_truth(WORLDS["mix"], [tmp_path / "part.tar.gz"], tmp_path, lrs=[1e-6])
