@@ -147,18 +147,23 @@ def step0_signal(space: Path, probe_path: Path, arms: list[str], tiny: dict[str,
     from sweep.spec.loader import load_trainer
 
     prior = read_probe(probe_path)
+    tasks, _ = trial_tasks(load_trainer(space, tiny)[0])  # every arm trains on the space's tasks
+    rates = [prior[t.task_key][0] / sum(prior[t.task_key]) if sum(prior.get(t.task_key, (0, 0))) else 0.0 for t in tasks]
     out = {}
     for arm in arms:
-        sets = {**tiny, **ARMS[arm]}
-        if "data.curriculum" in sets:
-            sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
-        cfg, _ = load_trainer(space, sets)
-        tasks, _ = trial_tasks(cfg)
+        cfg, _ = load_trainer(space, arm_sets(arm, tiny, probe_path))
         n = cfg.rollout.n_samples_per_prompt
         chances = (CurriculumSampler(tasks, cfg.seed, CurriculumSettings.of(cfg), prior).probabilities()
                    if cfg.data.curriculum.enabled else [1 / len(tasks)] * len(tasks))
-        rates = [prior[t.task_key][0] / sum(prior[t.task_key]) if sum(prior.get(t.task_key, (0, 0))) else 0.0 for t in tasks]
         out[arm] = round(sum(c * signal_probability(p, n) for c, p in zip(chances, rates)), 3)
+    return out
+
+
+def arm_sets(arm: str, sets: dict[str, Any], probe_path: Path) -> dict[str, Any]:
+    """The arm's trainer keys over ``sets``, its curriculum (if any) seeded by the bench's probe."""
+    out = {**sets, **ARMS[arm]}
+    if "data.curriculum" in out:
+        out["data.curriculum"] = {**out["data.curriculum"], "prior_path": str(probe_path)}
     return out
 
 
@@ -172,10 +177,7 @@ def run_arm(space: Path, arm: str, seed: int, steps: int, budget: int, probe_pat
 
     out = probe_path.parent / f"{arm}_s{seed}"
     shutil.rmtree(out, ignore_errors=True)  # a run cut short starts again: its budget counts from its first step
-    sets = {**tiny, "total_steps": steps, "seed": seed, "output_dir": str(out), **ARMS[arm]}
-    if "data.curriculum" in sets:
-        sets["data.curriculum"] = {**sets["data.curriculum"], "prior_path": str(probe_path)}
-    cfg, _ = load_trainer(space, sets)
+    cfg, _ = load_trainer(space, arm_sets(arm, {**tiny, "total_steps": steps, "seed": seed, "output_dir": str(out)}, probe_path))
     reporter = BudgetReporter(budget)
     started, ran_at = time.perf_counter(), commit()  # the code that starts the run, not what the checkout holds when it ends
     try:
@@ -297,7 +299,7 @@ def main() -> int:
                 run = run_arm(space, arm, seed, steps, budget, probe_path, tiny, shared)
                 done.write_text(json.dumps(run))
             if arm == "plain":
-                shared = run.get("base_eval") or step0_line(folder / done.stem)  # runs kept before it was kept: their folder
+                shared = run.get("base_eval")
             runs.append(run)
             print(json.dumps({"arm": arm, "seed": seed, "minutes": run["minutes"], "steps": len(run["steps"]), "episodes": run["steps"][-1]["episodes"],
                               "curve": eval_curve(run["steps"], run["evals"]), "final": round(final_score(run["evals"]), 4),

@@ -29,12 +29,17 @@ def commit() -> str:
     return head + ("+" if dirty else "")
 
 
+def file_tag() -> str:
+    """The commit as it goes into a data file's name (``-dirty`` for uncommitted changes)."""
+    return commit().replace("+", "-dirty")
+
+
 def record(name: str, runs: list[dict[str, Any]], summary: dict[str, Any], folder: Path = DATA) -> Path:
     """Write the runs and the summary (with its file, date and commit) and print the summary line; returns the file."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC)
     at = commit()
-    path = folder / f"{name}_{stamp:%Y-%m-%d_%H%M%S}_{at.replace('+', '-dirty')}.jsonl"
+    path = folder / f"{name}_{stamp:%Y-%m-%d_%H%M%S}_{file_tag()}.jsonl"
     summary = {"bench": name, **summary, "data": str(path.relative_to(folder.parent.parent)) if path.is_relative_to(folder.parent.parent) else str(path),
                "date": f"{stamp:%Y-%m-%dT%H:%MZ}", "commit": at, "runs": len(runs)}
     path.write_text("".join(json.dumps({"run": i, **run}) + "\n" for i, run in enumerate(runs)) + json.dumps(summary) + "\n")

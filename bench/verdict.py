@@ -62,16 +62,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.record import DATA, commit, record  # noqa: E402
+from bench.record import DATA, commit, file_tag, record  # noqa: E402
 from bench.sweep_archive import pack, unpack  # noqa: E402
 from bench.worlds import WORLDS, World, read_json, write_json  # noqa: E402
-
-SWEEPS = DATA / "verdict_sweeps"  # each bench seed's sweep, packed (bench/sweep_archive.py): judged again without running it
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
 HOTEL_GRID = WORLDS["hotel"].grid_space
+SWEEPS = DATA / "verdict_sweeps"  # each bench seed's sweep, packed (bench/sweep_archive.py): judged again without running it
 CURVES = ("variance_per_prompt", "update_kl", "update_norm", "clip_frac", "kl", "entropy", "tool_error_rate")
 HORIZONS = (5, 10, 15, 20, 25, 30)
 
@@ -110,12 +109,16 @@ def grid_data(world: World) -> dict[str, Any]:
 
 
 def grid_file(world: World, folder: Path, grid: dict[str, Any] | None = None) -> Path:
-    """The world's grid as a file ``sweep run`` takes: its committed one, or ``grid`` (default: ``grid_data``) written into ``folder``."""
-    if world.grid_space is not None:
+    """The world's grid as a file ``sweep run`` takes: its committed one, or ``grid`` (default: ``grid_data``, e.g. a
+    part of it) written into ``folder`` as ``{name}.yaml``, a committed grid's trainer paths resolved for the copy."""
+    if grid is None and world.grid_space is not None:
         return world.grid_space
+    grid = grid or grid_data(world)
+    if world.grid_space is not None:  # its paths are its folder's
+        grid = {**grid, "trainer": trainer_section(world.grid_space)}
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"verdict_truth_{world.name}.yaml"
-    path.write_text(yaml.safe_dump(grid or grid_data(world)))
+    path = folder / f"{grid['name']}.yaml"
+    path.write_text(yaml.safe_dump(grid))
     return path
 
 
@@ -239,7 +242,7 @@ def part_name(grid: dict[str, Any]) -> str:
     """A part's file name: its learning rates and seeds, and the commit that ran it."""
     lrs = "-".join(f"{lr:.0e}" for lr in grid["space"]["optim.lr"]["grid"])
     seeds = "".join(str(s) for s in grid["space"]["seed"]["grid"])
-    return f"lr{lrs}_s{seeds}_{commit().replace('+', '-dirty')}.tar.gz"
+    return f"lr{lrs}_s{seeds}_{file_tag()}.tar.gz"
 
 
 def truth_folders(grid: dict[str, Any], results: list[Path]) -> list[Path]:
@@ -261,14 +264,11 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     folder.mkdir(parents=True, exist_ok=True)
     if lrs or seeds:
         part = grid_part(grid, lrs, seeds)
-        if world.grid_space is not None:  # a committed grid's paths are its folder's: resolved for a copy elsewhere
-            part["trainer"] = trainer_section(world.grid_space)
-        (folder / f"{part['name']}.yaml").write_text(yaml.safe_dump(part))
-        _sweep(["run", str(folder / f"{part['name']}.yaml"), "--storage", str(folder), "--fresh"], _env())
+        _sweep(["run", str(grid_file(world, folder, part)), "--storage", str(folder), "--fresh"], _env())
         packed = pack(folder, [part["name"]], DATA / f"verdict_truth_{world.name}_parts" / part_name(part))
         print(f"packed the part's sweep to {packed.relative_to(ROOT)}: commit it; the truth: --results with every part")
         return
-    space = grid_file(world, folder, grid)
+    space = grid_file(world, folder)
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
         results = [folder / grid["name"]]
@@ -278,13 +278,15 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if missing:
         raise SystemExit(f"the truth grid lacks {len(missing)} of its runs (lr, seed): {missing}; run them as parts (--lrs, --grid-seeds)")
     data["sources"] = [str(r) for r in results]
-    commit_ = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     where = {"space": str(space.relative_to(ROOT))} if world.grid_space else {"world": world.name, "grid": grid, "task_envs": held_out_envs(space)}
-    data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit_, **data, "truth": truth_table(data)}
+    data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit(), **data, "truth": truth_table(data)}
     write_json(world.runs, data)
     for h, row in data["truth"].items():
         print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
     print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}")
+
+
+# --- the sweep against it ---------------------------------------------------------------------------
 
 
 def nearest(lr: float, settings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -362,7 +364,7 @@ def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eva
         started = time.perf_counter()
         _sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], _env())
         rows = json.loads((folder / f"s{seed}" / world.bench_name / "leaderboard.json").read_text())
-        packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{steps}steps_{commit().replace('+', '-dirty')}.tar.gz")
+        packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{steps}steps_{file_tag()}.tar.gz")
         result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "sweep": str(packed.relative_to(ROOT)), **judge_seed(rows, truth)}
         per_seed.append(result)
         print(json.dumps(result))
@@ -402,7 +404,7 @@ def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -
             seen[seed] = source
             rows = rejudged(board)
             steps = max([steps, *(int(r.get("steps", 0)) for r in rows)])
-            result = {"seed": int(board.parts[-3][1:]), **judge_seed(rows, truth)}
+            result = {"seed": seed, **judge_seed(rows, truth)}
             per_seed.append(result)
             print(json.dumps(result))
     if not per_seed:
