@@ -28,10 +28,21 @@ FIXTURE = Path(__file__).parent / "data" / "old_layout_sweep.tar.gz"
 OLD_NAMES = (b"sweep.checkpoints", b"sweep.live_page", b"sweep.space")
 
 
+# The repository the fixture was made from (a worktree of 0ad01ef): its saved configs name the task file there.
+MADE_IN = "/tmp/oldlayout"
+
+
 def unpack(target: Path) -> Path:
+    """The fixture, its saved configs' task file pointed at this checkout's (a sweep whose task file is gone is
+    refused on resume, rightly; what this test checks is the old module paths, not a moved task file)."""
     with tarfile.open(FIXTURE) as tar:
         tar.extractall(target, filter="data")
-    return target / "resume"
+    experiment = target / "resume"
+    for config in [experiment / "sweep_config.json", *experiment.glob("trajectories/*/trainer_config.json")]:
+        text = config.read_text()
+        assert MADE_IN in text, config  # the fixture is the one this rewrite was written for
+        config.write_text(text.replace(MADE_IN, str(ROOT)))
+    return experiment
 
 
 def test_what_tune_pickled_under_the_old_names_loads_into_the_new_rooms(tmp_path):
