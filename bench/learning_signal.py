@@ -8,7 +8,8 @@ The space's base, held-out split and trainer, changed only by the arm's keys. Ar
 (``algorithm.dynamic_sampling``, 3 rounds at most); ``curriculum`` (``data.curriculum``, task level) and
 ``env_curriculum`` (``data.curriculum.level: env``) and ``env_tasks`` (the same, each env weighted by its tasks' mean
 potential, ``env_potential: tasks``), all three seeded by a probe of the base made once with
-``sweep forecast``'s own ``probe``, k samples per training task. Same budget: every arm stops once its
+``sweep forecast``'s own ``probe``, k samples per training task; ``curriculum_sharp`` and ``env_tasks_sharp``
+the same two with ``prior_counts: 0.1`` (the probe weighs more against the estimates' pseudo-counts). Same budget: every arm stops once its
 training rollouts reach the plain run's (``total_steps x prompts_per_step x n_samples_per_prompt``
 episodes; dynamic sampling spends more per step, so it runs fewer steps). Held-out evals every
 ``eval.interval`` steps, each at the training episodes spent by then; the base's at 0 is the plain run's,
@@ -57,6 +58,9 @@ ARMS: dict[str, dict[str, Any]] = {
     "curriculum": {"data.curriculum": {"enabled": True}},  # prior_path: the bench's probe, set in run_arm
     "env_curriculum": {"data.curriculum": {"enabled": True, "level": "env"}},
     "env_tasks": {"data.curriculum": {"enabled": True, "level": "env", "env_potential": "tasks"}},  # envs by their tasks' mean potential
+    # the same two with the probe let speak: 0.1 pseudo-passes and fails, not 1 (a task solved 8 of 8 starts at 0.988, not 0.9)
+    "curriculum_sharp": {"data.curriculum": {"enabled": True, "prior_counts": 0.1}},
+    "env_tasks_sharp": {"data.curriculum": {"enabled": True, "level": "env", "env_potential": "tasks", "prior_counts": 0.1}},
 }
 FINAL = 2  # evals averaged into a run's final score
 TARGET_RATIO = 0.6

@@ -328,13 +328,21 @@ class CurriculumConfig(StrictModel):
     prior_path: str | None = Field(
         None,
         description="`sweep forecast --save-probe`'s JSON: per-task success counts of the base policy, the estimates' starting "
-        "point (a task it lacks starts at one pass and one fail). None: every task starts at one pass and one fail. Read only "
+        "point, added to `prior_counts` (a task it lacks starts at those alone). None: every task starts at `prior_counts`. Read only "
         "when enabled, so a space can sweep `enabled` over a base that names a probe.",
+    )
+    prior_counts: float = Field(
+        1.0,
+        gt=0,
+        description="Pseudo-counts every task (and at level env and both, every env) starts with: this many passes and as many "
+        "fails, before the probe's counts. 1: one of each (a never-solved task probed 0 of 8 starts at p = 0.1, so its group "
+        "still looks half as likely to carry signal as a p = 0.5 task's); smaller lets the probe speak (0.1: p = 0.012, "
+        "potential 0.09 at n = 8). Without a probe, the starting rate is 0.5 whatever this is; a smaller value only forgets it sooner.",
     )
     level: CurriculumLevel = Field(
         "task",
         description="What the learning potential weights. task: each task by its own estimate (an env's share is the sum of its "
-        "tasks'). env: each environment (env_key) keeps its own pass/fail counts (one of each plus its tasks' probe counts, times "
+        "tasks'). env: each environment (env_key) keeps its own pass/fail counts (`prior_counts` of each plus its tasks' probe counts, times "
         "`decay` each time any of its tasks is rolled out); envs are drawn by their potential mixed with `floor` spread evenly over "
         "envs, and a task evenly within its env, so a saturated or failing env fades but is never starved. both: envs as in env, "
         "and within an env its tasks by their task-level weights (with the floor), renormalised within the env. A checkpoint "

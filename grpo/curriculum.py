@@ -2,7 +2,8 @@
 task's pass rate.
 
 Each task keeps Beta-like counts (passes ``a``, fails ``b``; its estimate ``p = a / (a + b)``), starting at
-one of each, plus the base policy's probe when ``sweep forecast --save-probe`` wrote one. Whenever a task
+``prior_counts`` of each (one by default), plus the base policy's probe when ``sweep forecast --save-probe``
+wrote one. Whenever a task
 is rolled out its counts are multiplied by ``decay`` and its new results added, so the estimate follows
 the policy. A task's learning potential is ``1 - p^n - (1 - p)^n`` (the chance that a group of n has a
 pass and a fail: the group has signal) or ``p (1 - p)``; draws follow the potentials mixed with a uniform
@@ -10,8 +11,8 @@ pass and a fail: the group has signal) or ``p (1 - p)``; draws follow the potent
 comes back when its estimate moves. Without replacement inside a batch, with replacement across steps.
 
 ``level`` says what the potential weights. ``task``: each task alone (an env's share is the sum of its
-tasks'). ``env``: each environment also keeps counts of its own (one pass and one fail plus its tasks' probe
-counts, decayed each time any of its tasks is rolled out); envs are drawn by their potential mixed with a
+tasks'). ``env``: each environment also keeps counts of its own (``prior_counts`` passes and fails plus its
+tasks' probe counts, decayed each time any of its tasks is rolled out); envs are drawn by their potential mixed with a
 ``floor`` share spread evenly over envs, and a task evenly within its env. ``both``: envs as in ``env``,
 and within an env its tasks by their task-level probabilities, renormalised within the env. An env's
 potential (``env_potential``) is the potential of its own pass rate (``pooled``), or the mean of its tasks'
@@ -117,10 +118,10 @@ def env_results(results: Mapping[str, tuple[int, int]], env_of: Mapping[str, str
     return {env: (p, f) for env, (p, f) in summed.items()}
 
 
-def starting_env_counts(env_of: Mapping[str, str], prior: Mapping[str, tuple[int, int]]) -> dict[str, list[float]]:
-    """Each env's first counts ``[passes, fails]``: one of each plus the probe's counts of its tasks, summed
+def starting_env_counts(env_of: Mapping[str, str], prior: Mapping[str, tuple[int, int]], pseudo: float = 1.0) -> dict[str, list[float]]:
+    """Each env's first counts ``[passes, fails]``: ``pseudo`` of each plus the probe's counts of its tasks, summed
     (``env_of``: task_key -> env_key; envs in order of their first task)."""
-    counts = {env: [1.0, 1.0] for env in env_of.values()}
+    counts = {env: [pseudo, pseudo] for env in env_of.values()}
     for key, env in env_of.items():
         passes, fails = prior.get(key, (0, 0))
         counts[env][0] += passes
@@ -160,11 +161,12 @@ class CurriculumSettings:
     group_size: int  # rollout.n_samples_per_prompt: the n of the signal probability
     level: str = "task"  # a name in CURRICULUM_LEVELS
     env_potential: str = "pooled"  # a name in ENV_POTENTIALS
+    prior_counts: float = 1.0  # pseudo-passes and pseudo-fails each task (and env) starts with, before the probe's
 
     @classmethod
     def of(cls, cfg: TrainerConfig) -> CurriculumSettings:
         c = cfg.data.curriculum
-        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt, c.level, c.env_potential)
+        return cls(c.weight, c.floor, c.decay, cfg.rollout.n_samples_per_prompt, c.level, c.env_potential, c.prior_counts)
 
     def __post_init__(self) -> None:
         if self.level not in CURRICULUM_LEVELS:
@@ -189,10 +191,11 @@ class CurriculumSampler:
         self.settings = settings
         self.rng = random.Random(seed)
         prior = prior or {}
-        self.counts = {t.task_key: [1.0 + passes, 1.0 + fails] for t in tasks for passes, fails in [prior.get(t.task_key, (0, 0))]}
+        pseudo = settings.prior_counts
+        self.counts = {t.task_key: [pseudo + passes, pseudo + fails] for t in tasks for passes, fails in [prior.get(t.task_key, (0, 0))]}
         self.env_of = {t.task_key: t.env_key for t in tasks}
         self.envs = list(dict.fromkeys(t.env_key for t in tasks))  # in order of their first task, whatever a checkpoint's order
-        self.env_counts = starting_env_counts(self.env_of, prior) if settings.per_env else None
+        self.env_counts = starting_env_counts(self.env_of, prior, pseudo) if settings.per_env else None
 
     def pass_rates(self) -> list[float]:
         return [a / (a + b) for a, b in (self.counts[t.task_key] for t in self.tasks)]

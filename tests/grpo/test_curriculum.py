@@ -138,10 +138,38 @@ def test_a_probe_file_seeds_the_estimates(tasks, tmp_path):
     assert isinstance(make_sampler(TrainerConfig(), tasks[:3]), TaskSampler)  # off by default
 
 
+def test_fewer_pseudo_counts_let_the_probe_speak_by_hand(tasks):
+    """The mix's case: tasks the base solved 8 of 8 or 0 of 8 times look, under one pseudo-pass and one pseudo-fail,
+    more than half as likely to give signal as a task at 4 of 8; with 0.1 of each they fade."""
+    three = tasks[:3]
+    probe = {three[0].task_key: (8, 0), three[1].task_key: (0, 8), three[2].task_key: (4, 4)}
+
+    def sampler(pseudo):
+        return CurriculumSampler(three, 0, CurriculumSettings("signal", 0.0, 0.8, 8, prior_counts=pseudo), probe)
+
+    one, tenth = sampler(1.0), sampler(0.1)
+    assert one.counts[three[0].task_key] == [9.0, 1.0] and tenth.counts[three[0].task_key] == pytest.approx([8.1, 0.1])
+    # n = 8. One each: p = 0.9 and 0.1, potential 1 - 0.9^8 - 0.1^8 = 0.5695328; p = 0.5: 1 - 2 / 256 = 0.9921875.
+    # Floor 0: the 4-of-8 task's share 0.9921875 / (2 * 0.5695328 + 0.9921875) = 0.465542
+    assert one.probabilities()[2] == pytest.approx(0.465542, abs=1e-6)
+    # 0.1 each: p = 8.1 / 8.2 = 0.9878049, 0.9878049^8 = 0.9065032 (0.0121951^8 < 1e-15): potential 0.0934968;
+    # the 4-of-8 task (p = 4.1 / 8.2 = 0.5, potential 0.9921875): 0.9921875 / (2 * 0.0934968 + 0.9921875) = 0.841421
+    assert tenth.probabilities()[2] == pytest.approx(0.841421, abs=1e-6)
+    assert tenth.probabilities()[0] == pytest.approx(tenth.probabilities()[1]) == pytest.approx(0.0934968 / 1.1791811, abs=1e-6)
+    # without a probe every task starts at 0.5 whatever the pseudo-counts; one observation moves fewer counts further
+    bare = CurriculumSampler(three, 0, CurriculumSettings("signal", 0.0, 0.8, 8, prior_counts=0.1))
+    assert bare.pass_rates() == [0.5, 0.5, 0.5]
+    # the envs start at the same pseudo-counts, plus their tasks' probe counts (a: 0.1 + 8 + 3, 0.1 + 0 + 5)
+    envs = starting_env_counts({"a1": "a", "a2": "a", "b1": "b"}, {"a1": (8, 0), "a2": (3, 5)}, 0.1)
+    assert envs["a"] == pytest.approx([11.1, 5.1]) and envs["b"] == pytest.approx([0.1, 0.1])
+    cfg = TrainerConfig.model_validate({"data": {"curriculum": {"enabled": True, "prior_counts": 0.1}}})
+    assert CurriculumSettings.of(cfg).prior_counts == 0.1 and TrainerConfig().data.curriculum.prior_counts == 1.0
+
+
 def test_curriculum_config_is_bounded():
     from pydantic import ValidationError
 
-    for bad in ({"floor": 1.5}, {"decay": 0.0}, {"weight": "entropy"}, {"extra": 1}):
+    for bad in ({"floor": 1.5}, {"decay": 0.0}, {"weight": "entropy"}, {"extra": 1}, {"prior_counts": 0.0}):
         with pytest.raises(ValidationError):
             TrainerConfig.model_validate({"data": {"curriculum": bad}})
 
