@@ -5,8 +5,8 @@ leaderboard read back (``sweep.report.load``: Tune's ``result.json`` and ``param
 trials' attempt records, ``leaderboard.json``, ``sweep_config.json``, each trial's ``aggregated_results.jsonl``,
 with its per-task eval counts, and ``trainer_config.json``), leaving out checkpoints (``checkpoint_*``,
 ``global_step_*``: weights), the eval dumps (``global_step_*/{env}.jsonl``: every episode's text, already
-counted per task in the eval lines), the report's pages and plots, TensorBoard and W&B files. ``unpack(tarball)``
-extracts one into a new temporary folder and returns it. The verdict bench packs each searcher seed's sweep, so
+counted per task in the eval lines), the report's pages and plots, TensorBoard and W&B files. ``unpack(tarball,
+into)`` extracts one; ``opened(sources)`` gives packs and folders alike as folders, a pack's removed on leaving. The verdict bench packs each searcher seed's sweep, so
 rules can be tuned on seeds 0-9 and judged on seeds 10-19 again without running a sweep (``bench/verdict.py
 judge --results bench/data/verdict_sweeps/*.tar.gz``).
 """
@@ -17,6 +17,8 @@ import gzip
 import io
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 KEPT_SUFFIXES = (".json", ".jsonl", ".yaml", ".txt")
@@ -53,10 +55,22 @@ def pack(root: Path, members: list[str], dest: Path) -> Path:
     return dest
 
 
-def unpack(tarball: Path, into: Path | None = None) -> Path:
-    """Extract a packed sweep (plain files only) into ``into``, or a new temporary folder, and return the folder."""
-    folder = into or Path(tempfile.mkdtemp(prefix=f"{tarball.name.split('.')[0]}-"))
-    folder.mkdir(parents=True, exist_ok=True)
+def is_pack(path: Path) -> bool:
+    return path.name.endswith(".tar.gz")
+
+
+def unpack(tarball: Path, into: Path) -> Path:
+    """Extract a packed sweep (plain files only) into ``into`` and return it."""
+    into.mkdir(parents=True, exist_ok=True)
     with tarfile.open(tarball, mode="r:gz") as tar:
-        tar.extractall(folder, filter="data")
-    return folder
+        tar.extractall(into, filter="data")
+    return into
+
+
+@contextmanager
+def opened(sources: list[Path]) -> Iterator[list[Path]]:
+    """Each source as a folder: a pack (``.tar.gz``) unpacked into a temporary folder that is removed on leaving,
+    a folder as it is."""
+    with ExitStack() as stack:
+        yield [unpack(s, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"{s.name.split('.')[0]}-")))) if is_pack(s) else s
+               for s in sources]

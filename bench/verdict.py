@@ -53,6 +53,8 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean, stdev
 from typing import Any
@@ -63,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.record import DATA, commit, file_tag, record  # noqa: E402
-from bench.sweep_archive import pack, unpack  # noqa: E402
+from bench.sweep_archive import is_pack, opened, pack  # noqa: E402
 from bench.worlds import WORLDS, World, read_json, write_json  # noqa: E402
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
@@ -245,9 +247,12 @@ def part_name(grid: dict[str, Any]) -> str:
     return f"lr{lrs}_s{seeds}_{file_tag()}.tar.gz"
 
 
-def truth_folders(grid: dict[str, Any], results: list[Path]) -> list[Path]:
-    """``--results`` as sweep folders: a packed part (``.tar.gz``) unpacked to its grid's sweep folder (the grid's name)."""
-    return [unpack(r) / grid["name"] if r.name.endswith(".tar.gz") else r for r in results]
+@contextmanager
+def truth_folders(grid: dict[str, Any], results: list[Path]) -> Iterator[list[Path]]:
+    """``--results`` as sweep folders: a packed part (``.tar.gz``) unpacked, as its grid's sweep folder (the grid's
+    name), until leaving."""
+    with opened(results) as folders:
+        yield [folder / grid["name"] if is_pack(r) else folder for r, folder in zip(results, folders)]
 
 
 def make_truth(world: World, results: list[Path] | None, keep: Path | None = None, lrs: list[float] | None = None,
@@ -272,7 +277,8 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if not results:
         _sweep(["run", str(space), "--storage", str(folder), "--fresh"], _env())
         results = [folder / grid["name"]]
-    data = merged_runs(truth_folders(grid, results), int(grid["trainer"]["total_steps"]))
+    with truth_folders(grid, results) as folders:
+        data = merged_runs(folders, int(grid["trainer"]["total_steps"]))
     missing = sorted({(lr, seed) for lr in grid["space"]["optim.lr"]["grid"] for seed in grid["space"]["seed"]["grid"]}
                      - {(r["lr"], r["seed"]) for r in data["runs"]})
     if missing:
@@ -394,7 +400,15 @@ def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -
     """The bench's sweeps already run (``--keep`` folders, e.g. seeds run in two sittings, or the packed sweeps
     each seed leaves in ``bench/data/verdict_sweeps/``), judged again together by this checkout's verdict rules."""
     truth = _truth(world, truth_kind)
-    folders = [unpack(s) if s.name.endswith(".tar.gz") else s for s in sources]
+    with opened(sources) as folders:
+        per_seed, steps = judged_seeds(world, sources, folders, truth)
+        summary = {**summarize(world, per_seed, steps, truth, folders, truth_kind), "results": ", ".join(map(str, sources))}
+    record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
+
+
+def judged_seeds(world: World, sources: list[Path], folders: list[Path], truth: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Each searcher seed's sweep under ``folders`` (``sources``' folders, for the messages) judged against
+    ``truth``, in seed order within a source; and the most steps a trial ran."""
     per_seed, steps, seen = [], 0, {}
     for source, folder in zip(sources, folders):
         for board in sorted(folder.glob(f"s*/{world.bench_name}/leaderboard.json"), key=lambda p: int(p.parts[-3][1:])):
@@ -409,8 +423,7 @@ def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -
             print(json.dumps(result))
     if not per_seed:
         raise SystemExit(f"no bench sweeps (s<seed>/{world.bench_name}/leaderboard.json) under {', '.join(map(str, sources))}")
-    summary = {**summarize(world, per_seed, steps, truth, folders, truth_kind), "results": ", ".join(map(str, sources))}
-    record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
+    return per_seed, steps
 
 
 def _truth(world: World, kind: str = "outcome") -> dict[str, Any]:

@@ -87,5 +87,17 @@ def test_a_packed_grid_part_is_found_under_its_grid_name(tmp_path):
         grid = grid_part(grid_data(world), None, [0])
         write(tmp_path / world.name / grid["name"] / "leaderboard.json", "[]")  # the part's sweep, stored under the grid's name
         tarball = pack(tmp_path / world.name, [grid["name"]], tmp_path / f"{world.name}.tar.gz")
-        (folder,) = truth_folders(grid, [tarball])
-        assert (folder / "leaderboard.json").is_file() and folder.name == grid["name"]
+        with truth_folders(grid, [tarball]) as (folder,):
+            assert (folder / "leaderboard.json").is_file() and folder.name == grid["name"]
+        assert not folder.exists()  # the unpacked part is removed on leaving
+
+
+def test_packs_and_folders_open_alike_and_a_packs_folder_goes_on_leaving(tmp_path):
+    from bench.sweep_archive import opened
+
+    write(tmp_path / "keep" / "s1" / "leaderboard.json", "[1]")
+    tarball = pack(tmp_path / "keep", ["s1"], tmp_path / "s1.tar.gz")
+    with opened([tarball, tmp_path / "keep"]) as (from_pack, folder):
+        assert folder == tmp_path / "keep" and from_pack != folder
+        assert (from_pack / "s1" / "leaderboard.json").read_text() == (folder / "s1" / "leaderboard.json").read_text() == "[1]"
+    assert not from_pack.exists() and folder.is_dir()  # the unpacked copy is gone, the folder given is left as it was
