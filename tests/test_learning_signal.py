@@ -61,6 +61,9 @@ def test_step0_signal_weighs_the_probe_rates_by_each_arm_own_draw():
     probe = root / "bench" / "data" / "signal_mix" / "probe.json"
     tasks = json.loads(probe.read_text())["tasks"]
     even = sum(1 - (t["successes"] / 8) ** 8 - (1 - t["successes"] / 8) ** 8 for t in tasks) / len(tasks)  # n = 8, each task drawn alike
-    shares = step0_signal(root / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml", probe, ["plain", "curriculum", "env_curriculum"], {})
+    arms = ["plain", "curriculum", "env_curriculum", "env_tasks", "curriculum_sharp", "env_tasks_sharp"]
+    shares = step0_signal(root / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml", probe, arms, {})
     assert shares["plain"] == round(even, 3)
     assert shares["env_curriculum"] > shares["curriculum"] > shares["plain"]  # weighting by potential draws more of the groups that teach
+    # fewer pseudo-counts: a task the probe saw solved always or never fades, at task and env level alike
+    assert shares["curriculum_sharp"] > shares["curriculum"] + 0.2 and shares["env_tasks_sharp"] > shares["env_tasks"] + 0.2
