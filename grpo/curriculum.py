@@ -118,7 +118,7 @@ def env_results(results: Mapping[str, tuple[int, int]], env_of: Mapping[str, str
     return {env: (p, f) for env, (p, f) in summed.items()}
 
 
-def starting_env_counts(env_of: Mapping[str, str], prior: Mapping[str, tuple[int, int]], pseudo: float = 1.0) -> dict[str, list[float]]:
+def starting_env_counts(env_of: Mapping[str, str], prior: Mapping[str, tuple[int, int]], pseudo: float) -> dict[str, list[float]]:
     """Each env's first counts ``[passes, fails]``: ``pseudo`` of each plus the probe's counts of its tasks, summed
     (``env_of``: task_key -> env_key; envs in order of their first task)."""
     counts = {env: [pseudo, pseudo] for env in env_of.values()}

@@ -187,7 +187,7 @@ def test_env_math_by_hand():
     env_of = {"a1": "a", "a2": "a", "b1": "b"}
     assert env_results({"a1": (1, 1), "a2": (2, 0), "b1": (0, 3), "elsewhere": (5, 5)}, env_of) == {"a": (3, 1), "b": (0, 3)}
     # one pass and one fail each, plus the probe's counts of the env's tasks: a = 1 + 8 + 3, 1 + 0 + 5
-    assert starting_env_counts(env_of, {"a1": (8, 0), "a2": (3, 5), "elsewhere": (9, 9)}) == {"a": [12.0, 6.0], "b": [1.0, 1.0]}
+    assert starting_env_counts(env_of, {"a1": (8, 0), "a2": (3, 5), "elsewhere": (9, 9)}, 1.0) == {"a": [12.0, 6.0], "b": [1.0, 1.0]}
     envs = ["a", "a", "b"]
     assert spread_over_envs(envs, {"a": 0.6, "b": 0.4}, [1.0, 1.0, 1.0]) == pytest.approx([0.3, 0.3, 0.4])  # evenly within an env
     assert spread_over_envs(envs, {"a": 0.6, "b": 0.4}, [3.0, 1.0, 0.5]) == pytest.approx([0.45, 0.15, 0.4])  # 0.6 * 3/4, 0.6 * 1/4
