@@ -5,13 +5,15 @@ and "LR too high". A rule says a likely cause with the numbers that make it so; 
 evidence cannot exist: the clip fraction is read only where clipping can happen (more than one optimizer
 step per rollout batch; the first step is on-policy, its ratio is 1) and only under PPO's token clip
 (``algorithm.policy_loss: ppo_clip``), and the update's size is measured directly (``policy/update_kl``:
-the policy before vs after each step's update; ``policy/update_norm``).
+the policy before vs after each step's update; ``policy/update_norm``), against the sweep's own learners over
+the steps both ran (``UpdateScale``): no absolute scale, and no bias from a decaying LR schedule.
 
     error        the trial failed before a trained eval
     no eval      it stopped before its first trained eval: nothing held out to judge
     too high     held-out pass@1 fell below the base by more than noise, or rose and collapsed back
     no signal    every group's rewards were equal at every step: nothing to learn from
     learns       held-out pass@1 rose above the base by more than noise
+    too high     it held, so far, and its updates were far larger than the largest that learned in the same sweep
     too low      it held, and its updates were far smaller than the gentlest that learned in the same sweep
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
     undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
@@ -54,12 +56,33 @@ class TrialEvidence:
 
 
 @dataclass(frozen=True)
-class UpdateScale:
-    """What update size learns in this sweep: the smallest median update KL among the trials (of one base) that
-    rose above the base beyond noise, and which trial that was."""
+class Comparison:
+    """A trial's update size against one learner's, over the steps both ran (``UpdateScale.against``)."""
 
-    kl: float
-    trial_id: str
+    ratio: float  # the trial's median update KL over those steps / the learner's
+    kl: float  # the trial's median over them
+    learner_kl: float  # the learner's
+    learner: str
+    steps: int
+
+
+@dataclass(frozen=True)
+class UpdateScale:
+    """What update size learns in this sweep: the per-step update KLs of the trials (of one base) that rose above
+    the base beyond noise. A trial is compared with each over the first steps both ran, never median against
+    median: under a decaying LR schedule a trial ASHA stopped at step 6 never reaches the small late steps
+    that pull a 10-step trial's median down (by 5-10x in the demo's cosine)."""
+
+    learners: tuple[tuple[str, tuple[float, ...]], ...]
+
+    def against(self, update_kl: Sequence[float]) -> list[Comparison]:
+        """``update_kl`` (a trial's per-step series) against every learner's, each over their common first steps."""
+        out = []
+        for name, series in self.learners:
+            k = min(len(update_kl), len(series))
+            mine, theirs = median(update_kl[:k]), median(series[:k])
+            out.append(Comparison(mine / theirs if theirs > 0 else float("inf"), mine, theirs, name, k))
+        return out
 
 
 def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds | None = None) -> UpdateScale | None:
@@ -67,8 +90,8 @@ def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds |
     (then nothing in the sweep says how big an update must be). Learners only: a trial that fell says how big
     an update may be, not how small."""
     th = th or Thresholds()
-    learners = [(median(t.update_kl), t.trial_id) for t, s in trials if t.update_kl and s.moved == "rose" and not _collapse(t, th)]
-    return UpdateScale(*min(learners)) if learners else None
+    learners = tuple(sorted((t.trial_id, tuple(t.update_kl)) for t, s in trials if t.update_kl and s.moved == "rose" and not _collapse(t, th)))
+    return UpdateScale(learners) if learners else None
 
 
 @dataclass(frozen=True)
@@ -120,15 +143,30 @@ def _tiny_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
     scale (``update_scale``) where reported; in sweeps from before it was, the clip fraction where clipping can
     happen, with a negligible KL."""
     if t.update_kl:
-        kl = median(t.update_kl)
-        if scale is None or kl >= th.tiny_update_ratio * scale.kl:
+        if scale is None:
+            return None
+        gentlest = max(scale.against(t.update_kl), key=lambda c: c.ratio)  # the learner nearest the trial: it must be below all
+        if gentlest.ratio >= th.tiny_update_ratio:
             return None
         norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
-        return (f"median update KL {kl:.1e}{norm}, {kl / scale.kl:.2g}x that of trial {scale.trial_id} ({scale.kl:.1e}), the gentlest update "
-                f"that learned in this sweep (below {th.tiny_update_ratio:g}x)")
+        return (f"median update KL {gentlest.kl:.1e}{norm} over its first {gentlest.steps} steps, {gentlest.ratio:.2g}x that of trial "
+                f"{gentlest.learner} over the same steps ({gentlest.learner_kl:.1e}), the gentlest update that learned in this sweep "
+                f"(below {th.tiny_update_ratio:g}x)")
     if _clip_speaks(t) and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
         return f"mean clip fraction {fmean(t.clip_frac):.1e} < {th.low_clip:g} over {t.optimizer_steps} optimizer steps per batch"
     return None
+
+
+def _huge_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) -> str | None:
+    """The evidence that the updates were too large for a trial that has not fallen yet, or None: its update KL
+    against the largest that learned in this sweep (``update_scale``), over the same steps."""
+    if not t.update_kl or scale is None:
+        return None
+    largest = min(scale.against(t.update_kl), key=lambda c: c.ratio)  # the learner nearest the trial: it must be above all
+    if largest.ratio <= th.huge_update_ratio:
+        return None
+    return (f"median update KL {largest.kl:.1e} over its first {largest.steps} steps, {largest.ratio:.2g}x that of trial {largest.learner} "
+            f"over the same steps ({largest.learner_kl:.1e}), the largest update that learned in this sweep (above {th.huge_update_ratio:g}x)")
 
 
 def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
@@ -150,6 +188,9 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
                                     "rewards were equal (other tasks, more samples per prompt or another base)")
     if s.moved == "rose":
         return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
+    if huge := _huge_update(t, th, scale):
+        return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {huge}{_blowup(t, th)}; "
+                                   "lower the LR or raise kl_coef")
     if tiny := _tiny_update(t, th, scale):
         return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR")
     base = t.base.pass_at_1 if t.base else None

@@ -37,10 +37,15 @@ class Thresholds:
     """reward/variance_per_prompt at or below which a step had no learning signal (the zero-signal stopper's default)."""
     tiny_update_ratio: float = 0.01
     """a trial that held is too low when its median policy/update_kl (the policy before vs after each step's update)
-    is below this fraction of the smallest median update KL among the trials of its sweep (and base) that learned
-    (rose above the base beyond noise): a scale from the sweep itself, not an absolute one (a KL of 1e-5 means one
-    thing for a tiny model and another for an 8B one). The KL of a small step grows about as the LR squared, so
-    0.01 is an LR about 10x below the gentlest LR that learned; without a learner nothing is called too low."""
+    is below this fraction of that of every trial of its sweep (and base) that learned (rose above the base beyond
+    noise), each pair compared over the steps both ran: a scale from the sweep itself, not an absolute one (a KL
+    of 1e-5 means one thing for a tiny model and another for an 8B one). The KL of a small step grows about as
+    the LR squared, so 0.01 is an LR about 10x below the gentlest LR that learned; without a learner nothing is
+    called too low."""
+    huge_update_ratio: float = 10.0
+    """a trial that held is too high when its median policy/update_kl is above this multiple of that of every trial
+    of its sweep that learned, over the same steps (``tiny_update_ratio``'s mirror): an LR about 3x above the
+    boldest learner, where the truth grid's runs begin to fall (3e-4 against a band ending at 1e-4)."""
     collapse: float = 0.1
     """a drop of held-out pass@1 from the trial's best trained eval to its last at least this large, ending
     at or below the base, is a collapse."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.verdict.labels import LABELS, TrialEvidence, UpdateScale, update_scale, verdict
+from sweep.verdict.labels import LABELS, TrialEvidence, update_scale, verdict
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, window
 from sweep.verdict.thresholds import Thresholds
 
@@ -131,11 +131,47 @@ def test_too_low_is_measured_against_the_sweep_s_own_update_size(scale):
     trials = {k: TrialEvidence(k, evals=ev, base=BASE, update_kl=[kls[k] * scale] * 10, update_norm=[1e-7] * 10, variance_per_prompt=[0.1] * 10)
               for k, ev in (("tiny", held), ("mid", held), ("learner", rose), ("high", fell))}
     found = update_scale([(trials[k], scores[k]) for k in trials])
-    assert found == UpdateScale(pytest.approx(2e-3 * scale), "learner")  # the learner's; the one that fell says nothing of "too small"
+    assert [name for name, _ in found.learners] == ["learner"]  # the learner's; the one that fell says nothing of "too small"
     labels = {k: verdict(trials[k], scores[k], scale=found) for k in trials}
     assert {k: v.label for k, v in labels.items()} == {"tiny": "too low", "mid": "flat", "learner": "learns", "high": "too high"}
     # 3e-8 / 2e-3 = 1.5e-5 of the learner's update, below 0.01x; 2e-4 is 0.1x: moved, not by enough to show
     assert "1.5e-05x that of trial learner" in labels["tiny"].why and "raise the LR" in labels["tiny"].why
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_too_high_by_update_size_is_measured_against_the_largest_learner(scale):
+    """Mirror of "too low": a trial that held with updates far above the largest that learned in its sweep is
+    too high (the grid's LRs past the band hold a few steps, then fall); one a few times above is not; and the
+    same sweep at 1e-4 the scale gets the same labels."""
+    th = Thresholds()
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    kls = {"gentle": 1e-3, "bold": 4e-3, "big": 4e-3 * th.huge_update_ratio / 3, "huge": 4e-3 * th.huge_update_ratio * 3}
+    evals = {"gentle": rose, "bold": rose, "big": held, "huge": held}
+    scores = score_trials(BASE, evals, size=2)
+    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=[kls[k] * scale] * 10, variance_per_prompt=[0.1] * 10) for k in kls}
+    found = update_scale([(trials[k], scores[k]) for k in trials])
+    labels = {k: verdict(trials[k], scores[k], th, found) for k in trials}
+    assert {k: v.label for k, v in labels.items()} == {"gentle": "learns", "bold": "learns", "big": "flat", "huge": "too high"}
+    assert f"{3 * th.huge_update_ratio:.2g}x that of trial bold" in labels["huge"].why and "lower the LR" in labels["huge"].why
+    alone = update_scale([(trials["huge"], scores["huge"])])  # no learner: nothing says how big is too big
+    assert alone is None and verdict(trials["huge"], scores["huge"], th, alone).label == "flat"
+
+
+def test_update_sizes_are_compared_over_the_steps_both_ran():
+    """Under a decaying LR schedule a 10-step learner's late steps are tiny, and a trial ASHA stopped at step 4
+    never reaches them: median against median would call a 200x smaller update 50x larger (too high). Over the
+    first 4 steps of both, it is 0.005x: too low."""
+    held = [point(2, 0.30, spread=0.25), point(4, 0.30, spread=0.25)]
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    scores = score_trials(BASE, {"stopped": held, "learner": rose}, size=2)
+    learner = TrialEvidence("learner", evals=rose, base=BASE, update_kl=[1e-3] * 4 + [1e-7] * 6, variance_per_prompt=[0.1] * 10)
+    stopped = TrialEvidence("stopped", evals=held, base=BASE, update_kl=[5e-6] * 4, variance_per_prompt=[0.1] * 4)
+    scale = update_scale([(learner, scores["learner"]), (stopped, scores["stopped"])])
+    [c] = scale.against(stopped.update_kl)
+    assert (c.steps, c.learner, c.kl, c.learner_kl) == (4, "learner", 5e-6, 1e-3) and c.ratio == pytest.approx(0.005)
+    v = verdict(stopped, scores["stopped"], Thresholds(), scale)
+    assert v.label == "too low" and "over its first 4 steps, 0.005x that of trial learner over the same steps" in v.why
 
 
 def test_without_a_trial_that_moved_the_score_nothing_is_called_too_low():
