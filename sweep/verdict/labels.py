@@ -149,9 +149,7 @@ def _tiny_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
         if gentlest.ratio >= th.tiny_update_ratio:
             return None
         norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
-        return (f"median update KL {gentlest.kl:.1e}{norm} over its first {gentlest.steps} steps, {gentlest.ratio:.2g}x that of trial "
-                f"{gentlest.learner} over the same steps ({gentlest.learner_kl:.1e}), the gentlest update that learned in this sweep "
-                f"(below {th.tiny_update_ratio:g}x)")
+        return _against_words(gentlest, norm, f"the gentlest update that learned in this sweep (below {th.tiny_update_ratio:g}x)")
     if _clip_speaks(t) and fmean(t.clip_frac) < th.low_clip and (not t.kl or max(t.kl) < 1e-4):
         return f"mean clip fraction {fmean(t.clip_frac):.1e} < {th.low_clip:g} over {t.optimizer_steps} optimizer steps per batch"
     return None
@@ -165,8 +163,13 @@ def _huge_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
     largest = min(scale.against(t.update_kl), key=lambda c: c.ratio)  # the learner nearest the trial: it must be above all
     if largest.ratio <= th.huge_update_ratio:
         return None
-    return (f"median update KL {largest.kl:.1e} over its first {largest.steps} steps, {largest.ratio:.2g}x that of trial {largest.learner} "
-            f"over the same steps ({largest.learner_kl:.1e}), the largest update that learned in this sweep (above {th.huge_update_ratio:g}x)")
+    return _against_words(largest, "", f"the largest update that learned in this sweep (above {th.huge_update_ratio:g}x)")
+
+
+def _against_words(c: Comparison, norm: str, what: str) -> str:
+    """A comparison of update sizes in words, for both rules."""
+    return (f"median update KL {c.kl:.1e}{norm} over its first {c.steps} steps, {c.ratio:.2g}x that of trial {c.learner} over the same steps "
+            f"({c.learner_kl:.1e}), {what}")
 
 
 def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
