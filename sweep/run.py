@@ -7,9 +7,11 @@ Imports Ray and Tune only when called, so the CLI module stays light.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from configkit import environ
 from configkit.base import ConfigError
@@ -108,24 +110,35 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
     """Tune's results, on a local Ray started here (with its dashboard unless ``watch`` says not) and shut down after."""
     import ray
 
-    from sweep.watch.live_server import free_port
     from sweep.watch.notify import notifiers
 
-    port = free_port("127.0.0.1", watch.dashboard_port) if watch.dashboard else None
-    where = {"dashboard_host": "127.0.0.1", "dashboard_port": port} if watch.dashboard else {}
+    with local_ray(watch):
+        try:
+            check_resources(cfg, ray.cluster_resources())
+            with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
+                return make_tuner().fit()
+        except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
+            for notifier in notifiers(cfg):
+                notifier.sweep_failed(exc)
+            raise
+
+
+@contextmanager
+def local_ray(watch: Watch) -> Iterator[str | None]:
+    """A local Ray for the sweep, its dashboard's URL (None when off) printed and yielded; shut down after."""
+    import ray
+
+    from sweep.watch.live_server import dashboard_port
+
+    where = {"dashboard_host": "127.0.0.1", "dashboard_port": dashboard_port(watch.dashboard_port)} if watch.dashboard else {}
     context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
+    url = None
     if context.dashboard_url:
         url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
-        moved = f" (port {watch.dashboard_port} was taken)" if port != watch.dashboard_port else ""
+        moved = f" (port {watch.dashboard_port} was taken)" if urlsplit(url).port != watch.dashboard_port else ""
         print(f"Ray dashboard: {url}{moved}", flush=True)
     try:
-        check_resources(cfg, ray.cluster_resources())
-        with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
-            return make_tuner().fit()
-    except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
-        for notifier in notifiers(cfg):
-            notifier.sweep_failed(exc)
-        raise
+        yield url
     finally:
         ray.shutdown()
 

@@ -82,6 +82,15 @@ def bind_or_any(bind: Callable[[int], object], port: int) -> bool:
     return True
 
 
+def dashboard_port(asked: int) -> int | None:
+    """The port to hand ``ray.init`` for its dashboard. Ray's default: None, so that Ray's dashboard tries 8265 and
+    the ports above it, binding each as it tries (two sweeps started in the same second on one machine both
+    probed 8265 free, then one dashboard's bind failed and its sweep with it). Any other: that port when it is
+    free now, else any free one (Ray tries a port it is given once).
+    """
+    return None if asked == DASHBOARD_PORT else free_port("127.0.0.1", asked)
+
+
 def free_port(host: str, port: int) -> int:
     """``port`` when it can be bound on ``host`` now, else any free one: Ray's dashboard moves off a port held by
     a Ray left running (or anything else), as the live page does, rather than failing the sweep with Ray's traceback.

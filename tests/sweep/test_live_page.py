@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -20,6 +22,7 @@ from sweep.report.build import build_report
 from sweep.report.render import sections
 from sweep.watch.live_page import LivePage, LiveTrial, live_report
 from sweep.watch.live_server import FORGET_S, LiveServer, allowed, bind_problem, free_port, is_loopback, presented_token
+from tests.support.processes import kill_by_env
 from tests.sweep.live_watch import SECTIONS, parse_page
 from tests.sweep.report_fixture import make_sweep_dir
 
@@ -140,6 +143,36 @@ def test_a_taken_dashboard_port_moves_to_a_free_one():
     with socket.socket() as probe:  # what it named is free
         probe.bind(("127.0.0.1", moved))
     assert free_port("127.0.0.1", moved) == moved  # a free port is kept
+
+
+TWO_RAYS = """
+import sys, time
+from sweep.run import local_ray
+from sweep.watch.live_server import Watch
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # both start their Ray at the same instant
+with local_ray(Watch()) as url:
+    print("URL", url, flush=True)
+    time.sleep(3)  # both dashboards up at once
+"""
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_in_the_same_second_both_get_a_dashboard(tmp_path):
+    """Ray's default port: each dashboard binds 8265 or the next free port above it as it tries; probing a port
+    free and handing it to Ray after let two sweeps started together pick the same one, and one of them died."""
+    start = time.time() + 4
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+    try:
+        runs = [subprocess.Popen([sys.executable, "-c", TWO_RAYS, str(start)], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        outs = [run.communicate(timeout=180)[0] for run in runs]
+    finally:
+        kill_by_env("RAY_TMPDIR", ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert [run.returncode for run in runs] == [0, 0], outs
+    urls = [line.split()[1] for out in outs for line in out.splitlines() if line.startswith("URL ")]
+    assert len(urls) == 2 and urls[0] != urls[1] and all(u.startswith("http://127.0.0.1:") for u in urls), outs
 
 
 def test_the_live_page_moves_off_a_taken_port_and_says_which():
