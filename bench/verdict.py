@@ -27,8 +27,9 @@ outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
 whose truth is "learns"; target 0), ``verdict_agreement`` (share of trials with a clear truth whose verdict
 is their setting's truth label, an ``undecided`` verdict counted as a miss; target >= 0.9),
-``verdict_agreement_decided`` (the same over trials not judged ``undecided``), ``undecided_share``,
-``trials_truth_unclear``, and ``top1_in_truth_top`` and ``verdict_agreement`` again with each trial judged by either grid
+``verdict_agreement_decided`` (the same over trials not judged ``undecided``), ``undecided_share`` (over every
+trial; target <= 10%), ``undecided_share_clear`` (over the trials with a clear truth: an ``undecided`` where the
+truth is itself mixed is no miss), ``trials_truth_unclear``, and ``top1_in_truth_top`` and ``verdict_agreement`` again with each trial judged by either grid
 setting around its LR (``_bracketed``: the grid is a factor ~3 apart, and between a learner and a flat
 setting the truth is unknown). Each seed's sweep is also packed to
 ``bench/data/verdict_sweeps/{world}_s{seed}_{commit}.tar.gz`` (``bench/sweep_archive.py``: what the report reads,
@@ -356,6 +357,7 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
             "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
             "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),
+            "undecided_clear": sum(r["verdict"] == "undecided" for r, _, _ in clear),
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
 
 
@@ -459,6 +461,7 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
             "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
             "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,
+            "undecided_share_clear": round(sum(r.get("undecided_clear", 0) for r in per_seed) / len(agree), 3) if agree else None,
             "trials_truth_unclear": sum(r["truth_unclear"] for r in per_seed),
             "top1_in_truth_top_bracketed": round(sum(r["top1_in_top_bracketed"] for r in per_seed) / len(per_seed), 3),
             "verdict_agreement_bracketed": round(sum(bracketed) / len(bracketed), 3) if bracketed else None,
