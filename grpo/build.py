@@ -72,12 +72,14 @@ def lora_policy(cfg: TrainerConfig, load, ranks: Ranks, bf16: bool):
 
 def make_generator(cfg: TrainerConfig, chat: ChatFormat, model_dir: str, policy, load, ranks: Ranks) -> Generator:
     """The rollout backend the config names, on this rank's device."""
+    streams = cfg.rollout.turns == "per_episode"
     if cfg.rollout.backend == "vllm":
         from grpo.rollout.vllm import VLLMGenerator, engine_settings
+        from grpo.rollout.vllm_stream import VLLMStreamingGenerator
 
         local_rank = int(environ.LOCAL_RANK.get("0"))
-        return VLLMGenerator(engine_settings(cfg, model_dir, ranks.rank), chat.end_id, local_rank)  # starts from model_dir's weights
-    streams = cfg.rollout.turns == "per_episode"
+        engine = VLLMStreamingGenerator if streams else VLLMGenerator  # one engine holding every live request, or a batch per turn
+        return engine(engine_settings(cfg, model_dir, ranks.rank), chat.end_id, local_rank)  # starts from model_dir's weights
     if not ranks.sharded:
         return HFGenerator(policy, stop_id=chat.end_id, pad_id=chat.pad_id, streams=streams)
     sampler = load(False).to(device())

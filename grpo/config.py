@@ -246,7 +246,7 @@ class RolloutConfig(StrictModel):
         description="How model turns reach the sampler. batched: one batch per turn of every live episode (each turn waits for the "
         "slowest episode's tool call). per_episode: each episode's next turn is sent as soon as its tool result is back, each with "
         "a seed of its own, so a transcript does not depend on timing (grpo.episodes.StreamedTurns). On HF it samples one request "
-        "at a time (slower on CPU: the loop's reference); on vLLM it is not built yet.",
+        "at a time (slower on CPU: the loop's reference); on vLLM (one engine holding every live request) it is refused until it has run on a GPU.",
     )
     n_samples_per_prompt: int = Field(4, ge=2, le=64, description="Group size: samples per task per step.")
     prompts_per_step: int = Field(4, ge=1, description="Tasks per GRPO step.")
@@ -269,7 +269,8 @@ class RolloutConfig(StrictModel):
     def _streamed_turns_on_hf_only(self) -> RolloutConfig:
         if self.turns == "per_episode" and self.backend == "vllm":
             raise ValueError("turns: per_episode needs backend: hf for now (vLLM's streaming engine, one engine holding every live "
-                             "request, is not built: no GPU to verify it); set turns: batched")
+                             "request, is built but has not run on a GPU yet: tests/gpu/test_vllm_generator.py must pass there "
+                             "first); set turns: batched")
         return self
 
 

@@ -21,7 +21,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,23 @@ def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSett
         weight_bucket_mb=v.weight_bucket_mb,
         seed=cfg.seed + rank,
         hf_overrides=vllm_hf_overrides(cfg.model, model_dir),
+    )
+
+
+def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
+    """vLLM's engine arguments for ``settings`` (``LLM`` and the streaming engine's ``AsyncEngineArgs`` alike)."""
+    return dict(
+        model=settings.model_dir,
+        skip_tokenizer_init=True,
+        dtype=settings.dtype,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        enable_sleep_mode=True,
+        enforce_eager=settings.enforce_eager,
+        max_model_len=settings.max_model_len,
+        max_num_seqs=settings.max_num_seqs,
+        seed=settings.seed,
+        logprobs_mode="processed_logprobs",
+        hf_overrides=settings.hf_overrides or {},
     )
 
 
@@ -117,7 +134,7 @@ def staging_dir(bucket_bytes: int) -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _load_weights_file(worker, path: str) -> int:
+def load_weights_file(worker, path: str) -> int:
     """Runs inside the engine's worker process: load a safetensors file into the running model in place."""
     from safetensors.torch import load_file
 
@@ -128,57 +145,27 @@ def _load_weights_file(worker, path: str) -> int:
 
 class VLLMGenerator:
     needs_weight_sync = True
-    streams = False  # one batch per turn (rollout.turns: batched); per-episode requests are not built for vLLM yet
+    streams = False  # one batch per turn (rollout.turns: batched); per episode: grpo.rollout.vllm_stream
 
     def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise RuntimeError(
-                f"rollout.backend='vllm' needs vLLM on the GPU machine ({exc}); install it there (`pip install vllm`), "
-                "or set rollout.backend='hf'"
-            ) from None
+            raise no_vllm(exc) from None
         environ.VLLM_ALLOW_INSECURE_SERIALIZATION.set_default("1")  # collective_rpc with our load function
         self.settings = settings
         self.stop_id = stop_id
         self.asleep = False
         with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
-            self.llm = LLM(
-                model=settings.model_dir,
-                skip_tokenizer_init=True,
-                dtype=settings.dtype,
-                gpu_memory_utilization=settings.gpu_memory_utilization,
-                enable_sleep_mode=True,
-                enforce_eager=settings.enforce_eager,
-                max_model_len=settings.max_model_len,
-                max_num_seqs=settings.max_num_seqs,
-                seed=settings.seed,
-                logprobs_mode="processed_logprobs",
-                hf_overrides=settings.hf_overrides or {},
-            )
+            self.llm = LLM(**engine_kwargs(settings))
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
-        from vllm import SamplingParams as VLLMSampling
         from vllm.inputs import TokensPrompt
 
         self.wake()
-        params = VLLMSampling(
-            temperature=sampling.temperature,
-            top_p=1.0,
-            max_tokens=sampling.max_new_tokens,
-            stop_token_ids=[self.stop_id],
-            ignore_eos=True,  # the chat's end id is the only stop, as for the HF sampler (not the model's own EOS)
-            logprobs=0,
-            detokenize=False,
-        )
+        params = vllm_sampling(sampling, self.stop_id)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        return [self._completion(out.outputs[0]) for out in outputs]
-
-    def _completion(self, sample) -> Completion:
-        ids = list(sample.token_ids)
-        logprobs = [_chosen_logprob(position, token) for position, token in zip(sample.logprobs or [], ids)]
-        logprobs += [math.nan] * (len(ids) - len(logprobs))
-        return Completion(ids, logprobs, "stop" if sample.finish_reason == "stop" else "length")  # vLLM keeps the stop id in token_ids
+        return [completion_of(out.outputs[0]) for out in outputs]
 
     def sleep(self) -> None:
         """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
@@ -195,23 +182,58 @@ class VLLMGenerator:
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Load the policy's full parameters (in the engine's dtype) bucket by bucket, then drop stale prefixes."""
-        from safetensors.torch import save_file
-
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        path = staging_dir(self.settings.weight_bucket_mb * 2**20) / f"grpo-weights-{os.getpid()}.safetensors"
-        dtype = _torch_dtype(self.settings.dtype)
-        cast = ((name, t.detach().to("cpu", dtype=dtype).contiguous()) for name, t in weights)
-        try:
-            for bucket in weight_buckets(cast, self.settings.weight_bucket_mb * 2**20):
-                save_file(dict(bucket), str(path))
-                self.llm.collective_rpc(_load_weights_file, args=(str(path),))
-        finally:
-            path.unlink(missing_ok=True)
+        stage_weights(weights, self.settings, lambda path: self.llm.collective_rpc(load_weights_file, args=(path,)))
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
         self.llm.reset_prefix_cache()
+
+
+def no_vllm(exc: ImportError) -> RuntimeError:
+    """What a trial without vLLM says when its config asks for it."""
+    return RuntimeError(f"rollout.backend='vllm' needs vLLM on the GPU machine ({exc}); install it there (`pip install vllm`), "
+                        "or set rollout.backend='hf'")
+
+
+def vllm_sampling(sampling: SamplingParams, stop_id: int, final_only: bool = False):
+    """vLLM's sampling parameters for one of our requests: the chat's end id the only stop (not the model's own
+    EOS, as for the HF sampler), the chosen tokens' log-probs, no text; a request's own seed when it has one;
+    ``final_only``: the async engine reports the finished request only (not every token)."""
+    from vllm import SamplingParams as VLLMSampling
+
+    extra = {}
+    if final_only:
+        from vllm.sampling_params import RequestOutputKind
+
+        extra["output_kind"] = RequestOutputKind.FINAL_ONLY
+    return VLLMSampling(temperature=sampling.temperature, top_p=1.0, max_tokens=sampling.max_new_tokens, stop_token_ids=[stop_id],
+                        ignore_eos=True, logprobs=0, detokenize=False, seed=sampling.seed, **extra)
+
+
+def completion_of(sample) -> Completion:
+    """One of vLLM's completion outputs as ours (vLLM keeps the stop id in ``token_ids``)."""
+    ids = list(sample.token_ids)
+    logprobs = [_chosen_logprob(position, token) for position, token in zip(sample.logprobs or [], ids)]
+    logprobs += [math.nan] * (len(ids) - len(logprobs))
+    return Completion(ids, logprobs, "stop" if sample.finish_reason == "stop" else "length")
+
+
+def stage_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, send: Callable[[str], object]) -> None:
+    """The policy's full parameters, cast to the engine's dtype, written bucket by bucket to one safetensors file
+    in shared memory; ``send(path)`` has the engine load each bucket in place before the next overwrites it."""
+    from safetensors.torch import save_file
+
+    path = staging_dir(settings.weight_bucket_mb * 2**20) / f"grpo-weights-{os.getpid()}.safetensors"
+    dtype = _torch_dtype(settings.dtype)
+    cast = ((name, t.detach().to("cpu", dtype=dtype).contiguous()) for name, t in weights)
+    try:
+        for bucket in weight_buckets(cast, settings.weight_bucket_mb * 2**20):
+            save_file(dict(bucket), str(path))
+            send(str(path))
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _chosen_logprob(position, token: int) -> float:
