@@ -129,6 +129,8 @@ def main() -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     args = parser.parse_args()
 
+    from transformers import AutoModelForCausalLM
+
     from grpo.chat import ChatFormat
     from grpo.data import trial_tasks
     from grpo.rollout.hf import HFGenerator
@@ -153,15 +155,11 @@ def main() -> None:
             return {"hotel": EnvClient(server.base_url)}
 
         if args.cpu:
-            from transformers import AutoModelForCausalLM
-
             model = AutoModelForCausalLM.from_pretrained(str(base)).eval()
             rows.append(timed_arm("hf_batched", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id), chat, tasks, scripts, args, clients))
             rows.append(timed_arm("hf_streamed", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id, streams=True), chat, tasks, scripts, args, clients))
             device = "cpu"
         else:
-            from transformers import AutoModelForCausalLM
-
             from grpo.rollout.vllm import EngineSettings, VLLMGenerator
             from grpo.rollout.vllm_stream import VLLMStreamingGenerator
             from grpo.shapes import write_random_model

@@ -461,7 +461,7 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
             "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
             "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,
-            "undecided_share_clear": round(sum(r.get("undecided_clear", 0) for r in per_seed) / len(agree), 3) if agree else None,
+            "undecided_share_clear": round(sum(r["undecided_clear"] for r in per_seed) / len(agree), 3) if agree else None,
             "trials_truth_unclear": sum(r["truth_unclear"] for r in per_seed),
             "top1_in_truth_top_bracketed": round(sum(r["top1_in_top_bracketed"] for r in per_seed) / len(per_seed), 3),
             "verdict_agreement_bracketed": round(sum(bracketed) / len(bracketed), 3) if bracketed else None,

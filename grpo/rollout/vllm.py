@@ -143,7 +143,47 @@ def load_weights_file(worker, path: str) -> int:
     return len(tensors)
 
 
-class VLLMGenerator:
+class SleepingEngine:
+    """The sleep, wake and weight-load rules both vLLM generators follow (``VLLMGenerator`` and the streaming
+    ``grpo.rollout.vllm_stream.VLLMStreamingGenerator``); each gives its engine's four calls."""
+
+    settings: EngineSettings
+    asleep: bool = False
+
+    def _sleep(self, level: int) -> None: ...
+
+    def _wake(self, tags: list[str] | None) -> None: ...
+
+    def _load_file(self, path: str) -> None: ...
+
+    def _reset_prefix_cache(self) -> None: ...
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
+        if not self.asleep:
+            self._sleep(self.settings.sleep_level)
+            self.asleep = True
+
+    def wake(self) -> None:
+        if self.asleep:
+            if self.settings.sleep_level == 2:
+                raise RuntimeError("the vLLM engine slept at level 2 (weights dropped): load_weights must come before it samples again")
+            self._wake(None)
+            self.asleep = False
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Load the policy's full parameters (in the engine's dtype) bucket by bucket (``stage_weights``), then drop
+        stale prefixes (cached keys and values of the old weights)."""
+        if self.asleep:
+            self._wake(["weights"])
+        stage_weights(weights, self.settings, self._load_file)
+        if self.asleep:
+            self._wake(["kv_cache"])
+            self.asleep = False
+        self._reset_prefix_cache()
+
+
+class VLLMGenerator(SleepingEngine):
     needs_weight_sync = True
     streams = False  # one batch per turn (rollout.turns: batched); per episode: grpo.rollout.vllm_stream
 
@@ -155,7 +195,6 @@ class VLLMGenerator:
         environ.VLLM_ALLOW_INSECURE_SERIALIZATION.set_default("1")  # collective_rpc with our load function
         self.settings = settings
         self.stop_id = stop_id
-        self.asleep = False
         with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
             self.llm = LLM(**engine_kwargs(settings))
 
@@ -167,27 +206,16 @@ class VLLMGenerator:
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         return [completion_of(out.outputs[0]) for out in outputs]
 
-    def sleep(self) -> None:
-        """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
-        if not self.asleep:
-            self.llm.sleep(level=self.settings.sleep_level)
-            self.asleep = True
+    def _sleep(self, level: int) -> None:
+        self.llm.sleep(level=level)
 
-    def wake(self) -> None:
-        if self.asleep:
-            if self.settings.sleep_level == 2:
-                raise RuntimeError("the vLLM engine slept at level 2 (weights dropped): load_weights must come before it samples again")
-            self.llm.wake_up()
-            self.asleep = False
+    def _wake(self, tags: list[str] | None) -> None:
+        self.llm.wake_up(tags=tags)
 
-    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Load the policy's full parameters (in the engine's dtype) bucket by bucket, then drop stale prefixes."""
-        if self.asleep:
-            self.llm.wake_up(tags=["weights"])
-        stage_weights(weights, self.settings, lambda path: self.llm.collective_rpc(load_weights_file, args=(path,)))
-        if self.asleep:
-            self.llm.wake_up(tags=["kv_cache"])
-            self.asleep = False
+    def _load_file(self, path: str) -> None:
+        self.llm.collective_rpc(load_weights_file, args=(path,))
+
+    def _reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
 
 

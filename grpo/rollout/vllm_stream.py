@@ -7,7 +7,7 @@ Each request carries its own seed (``SamplingParams.seed``), so a transcript doe
 
 The engine lives on an event loop of its own, in a daemon thread (``EngineLoop``): the trainer's calls
 (``generate``, ``sleep``, ``load_weights``) block on it, the episode loop's ``agenerate`` awaits it from its own
-loop. Weights, sleep and wake are ``VLLMGenerator``'s (the same staging through shared memory, level-2 sleep,
+loop. Weights, sleep and wake follow ``grpo.rollout.vllm.SleepingEngine`` (the staging through shared memory, level-2 sleep,
 prefix cache reset after a load), through the async engine's calls. vLLM is imported only in ``AsyncVLLM``; the
 generator itself drives any ``StreamingEngine`` (a stand-in one on CPU tests the loop and the state machine).
 
@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from configkit import environ
 from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
-from grpo.rollout.vllm import EngineSettings, engine_visible_devices, stage_weights, visible_devices
+from grpo.rollout.vllm import EngineSettings, SleepingEngine, engine_visible_devices, visible_devices
 
 T = TypeVar("T")
 
@@ -78,9 +78,9 @@ async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-class VLLMStreamingGenerator:
+class VLLMStreamingGenerator(SleepingEngine):
     """The generator seam over one asynchronous engine: ``agenerate`` per request, ``generate`` as all of a batch's
-    requests at once (the same engine), ``sleep``/``wake``/``load_weights`` as ``VLLMGenerator``'s."""
+    requests at once (the same engine); sleep, wake and weights by ``SleepingEngine``'s rules, on the engine's loop."""
 
     needs_weight_sync = True
     streams = True
@@ -89,7 +89,6 @@ class VLLMStreamingGenerator:
                  make_engine: Callable[[EngineSettings, int], Awaitable[StreamingEngine]] | None = None):
         self.settings = settings
         self.stop_id = stop_id
-        self.asleep = False
         self._ids = itertools.count()
         self.loop = EngineLoop()
         make = make_engine or AsyncVLLM.start
@@ -120,27 +119,16 @@ class VLLMStreamingGenerator:
 
         return int(torch.randint(0, 2**31 - 1, (1,)).item())
 
-    def sleep(self) -> None:
-        """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
-        if not self.asleep:
-            self.loop.call(lambda: self.engine.sleep(self.settings.sleep_level))
-            self.asleep = True
+    def _sleep(self, level: int) -> None:
+        self.loop.call(lambda: self.engine.sleep(level))
 
-    def wake(self) -> None:
-        if self.asleep:
-            if self.settings.sleep_level == 2:
-                raise RuntimeError("the vLLM engine slept at level 2 (weights dropped): load_weights must come before it samples again")
-            self.loop.call(lambda: self.engine.wake_up())
-            self.asleep = False
+    def _wake(self, tags: list[str] | None) -> None:
+        self.loop.call(lambda: self.engine.wake_up(tags))
 
-    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Load the policy's full parameters bucket by bucket (``stage_weights``), then drop stale prefixes."""
-        if self.asleep:
-            self.loop.call(lambda: self.engine.wake_up(["weights"]))
-        stage_weights(weights, self.settings, lambda path: self.loop.call(lambda: self.engine.load_file(path)))
-        if self.asleep:
-            self.loop.call(lambda: self.engine.wake_up(["kv_cache"]))
-            self.asleep = False
+    def _load_file(self, path: str) -> None:
+        self.loop.call(lambda: self.engine.load_file(path))
+
+    def _reset_prefix_cache(self) -> None:
         self.loop.call(self.engine.reset_prefix_cache)
 
     def close(self) -> None:

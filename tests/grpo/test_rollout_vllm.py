@@ -10,6 +10,7 @@ import torch
 
 from grpo.rollout import check_logprob_gap
 from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_visible_devices, visible_devices, weight_buckets
+from grpo.rollout.vllm_stream import VLLMStreamingGenerator
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,8 @@ def test_weight_buckets_respect_the_size_and_keep_order():
     assert list(weight_buckets(iter([]), 10)) == []
 
 
-def test_without_vllm_the_error_says_how_to_fix_it():
+@pytest.mark.parametrize("engine", [VLLMGenerator, VLLMStreamingGenerator], ids=["batched", "streaming"])
+def test_without_vllm_the_error_says_how_to_fix_it(engine):
     pytest.importorskip("torch")
     try:
         import vllm  # noqa: F401
@@ -56,7 +58,7 @@ def test_without_vllm_the_error_says_how_to_fix_it():
     except ImportError:
         pass
     with pytest.raises(RuntimeError, match="rollout.backend='hf'"):
-        VLLMGenerator(EngineSettings("some/dir", max_model_len=64), stop_id=1)
+        engine(EngineSettings("some/dir", max_model_len=64), stop_id=1)
 
 
 def test_level_two_sleep_refuses_to_sample_before_new_weights():

@@ -156,13 +156,3 @@ def test_the_engine_loop_refuses_to_wait_on_itself():
         loop.close()
     assert not loop.thread.is_alive()
 
-
-def test_without_vllm_the_streaming_engine_says_how_to_get_it():
-    try:
-        import vllm  # noqa: F401
-
-        pytest.skip("vLLM is installed here")
-    except ImportError:
-        pass
-    with pytest.raises(RuntimeError, match="needs vLLM on the GPU machine"):
-        VLLMStreamingGenerator(EngineSettings("unused", max_model_len=64), stop_id=7)
