@@ -45,6 +45,20 @@ def shape_config(shape: str, vocab_size: int = VOCAB_SIZE, pad_id: int = 0, eos_
     )
 
 
+def _letter_words(n: int) -> list[str]:
+    """``n`` distinct filler words of letters only ("zqa", "zqb", ...): the tokenizer splits digits off words."""
+    words = []
+    for i in range(n):
+        word = ""
+        while True:
+            i, r = divmod(i, 26)
+            word = chr(ord("a") + r) + word
+            if i == 0:
+                break
+        words.append("zq" + word)
+    return words
+
+
 def filled_tokenizer(vocab_size: int = VOCAB_SIZE):
     """The tiny word-level tokenizer over the hotel conversations, padded with filler words to ``vocab_size`` ids."""
     from grpo.config import DEFAULT_TASKS
@@ -56,7 +70,7 @@ def filled_tokenizer(vocab_size: int = VOCAB_SIZE):
     base = len(build_tokenizer(corpus))
     if base > vocab_size:
         raise ValueError(f"the corpus alone needs {base} ids, more than vocab_size {vocab_size}")
-    fillers = " ".join(f"zz{i}" for i in range(vocab_size - base))
+    fillers = " ".join(_letter_words(vocab_size - base))
     tokenizer = build_tokenizer([*corpus, fillers])
     assert len(tokenizer) == vocab_size, (len(tokenizer), vocab_size)
     return tokenizer
