@@ -1,7 +1,9 @@
 """Rollouts on the RL workload: multi-turn episodes against the hotel MCP server, turn by turn, three ways in one run.
 
-Every arm runs the same episodes (``--tasks`` hotel tasks whose reference takes 2 to 4 turns, ``--samples`` each)
-through ``grpo.episodes.run_episodes``, the trainer's own loop, against a real hotel server:
+Every arm runs the same episodes (``--tasks`` hotel tasks, as many whose reference takes 2 turns as 3, ``--samples``
+each) through ``grpo.episodes.run_episodes``, the trainer's own loop, against a real hotel server, once per
+``--tool-latency-ms`` L: each tool call answered after a delay uniform in [0, L] ms (fixed per task, episode and
+call, the same in every arm), as a hosted environment's calls take their time; L = 0 is the local server alone:
 - ``hf_batched``: ``HFGenerator``, one static batch per turn (``rollout.turns: batched``; the fallback's best case);
 - ``vllm_batched``: ``VLLMGenerator``, one batch per turn, each request retiring at its own length;
 - ``vllm_streamed``: ``VLLMStreamingGenerator`` (``rollout.turns: per_episode``): each episode's next turn goes to
@@ -17,7 +19,7 @@ batch decodes to its longest request; vLLM retires each at its own. Tokens/s cou
 wall time of all episodes (after one warm-up run of the same episodes). Targets (issue 36): ``vllm_streamed`` at
 least 5x ``hf_batched`` and 2x ``vllm_batched``.
 
-    python bench/rollout_episodes.py                 # GPU: 16 tasks x 8 samples, turns of up to 128 tokens
+    python bench/rollout_episodes.py                 # GPU: 16 tasks x 8 samples, turns of up to 128 tokens, L = 0 and 400
     python bench/rollout_episodes.py --cpu --tasks 4 --samples 2 --new-tokens 16   # the harness on CPU
 
 Ends with one JSON line.
@@ -34,6 +36,8 @@ import sys
 import tempfile
 import time
 import zlib
+from collections import Counter
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,26 +97,61 @@ class Planted:
         return self.inner.rollout_seed()
 
 
-def timed_arm(name: str, inner, chat, tasks, scripts, args, clients) -> dict:
+class Delayed:
+    """An env client whose tool calls are answered after a delay uniform in [0, ``max_ms``] ms, drawn from the task,
+    the episode's number among that task's episodes and the call's number (so every arm waits the same delays)."""
+
+    def __init__(self, client, max_ms: float):
+        self.client, self.max_ms, self.opened = client, max_ms, Counter()
+
+    @asynccontextmanager
+    async def episode(self, task, queued=None):
+        nth = self.opened[task.task_key]
+        self.opened[task.task_key] += 1
+        async with self.client.episode(task, queued) as session:
+            yield _DelayedSession(session, self.max_ms, f"{task.task_key}/{nth}")
+
+
+class _DelayedSession:
+    def __init__(self, session, max_ms: float, key: str):
+        self.session, self.max_ms, self.key, self.calls, self.tools = session, max_ms, key, 0, session.tools
+
+    async def call_tool(self, name, arguments):
+        self.calls += 1
+        if self.max_ms > 0:
+            await asyncio.sleep(random.Random(zlib.crc32(f"{self.key}/{self.calls}".encode())).uniform(0, self.max_ms) / 1000)
+        return await self.session.call_tool(name, arguments)
+
+    async def score(self, **kwargs):
+        return await self.session.score(**kwargs)
+
+
+def timed_arms(name: str, inner, chat, tasks, scripts, args, clients) -> list[dict]:
+    """One warm-up run, then one timed run at each tool latency; a row each."""
+    return [timed_arm(name, inner, chat, tasks, scripts, args, clients, ms, warm_up=i == 0) for i, ms in enumerate(args.tool_latency_ms)]
+
+
+def timed_arm(name: str, inner, chat, tasks, scripts, args, clients, latency_ms: float, warm_up: bool) -> dict:
     limits = EpisodeLimits(max_turns=4, max_generate_length=args.new_tokens, max_sequence_length=4096, temperature=1.0)
     gen = Planted(inner, chat, scripts, args.new_tokens)
 
-    def run():
-        return asyncio.run(run_episodes(tasks, args.samples, clients(), gen, chat, limits))
+    def run(ms: float):
+        return asyncio.run(run_episodes(tasks, args.samples, {k: Delayed(c, ms) for k, c in clients().items()}, gen, chat, limits))
 
-    run()  # warm-up: compiles, fills caches
+    if warm_up:
+        run(0)  # compiles, fills caches
     gen.drawn = gen.decoded = 0
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     started = time.perf_counter()
-    trajs = run()
+    trajs = run(latency_ms)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     ended = sum(t.stop_reason == "done" and t.reward == 1.0 for t in trajs)
     if ended != len(trajs):
         raise SystemExit(f"{name}: {len(trajs) - ended} of {len(trajs)} planted episodes did not end solved: the harness is broken")
-    row = {"arm": name, "seconds": round(seconds, 2), "episodes": len(trajs), "turns": sum(t.num_turns for t in trajs),
+    row = {"arm": name, "tool_latency_ms": latency_ms, "seconds": round(seconds, 2), "episodes": len(trajs), "turns": sum(t.num_turns for t in trajs),
            "tokens": gen.drawn, "decoded": gen.decoded, "tokens_per_s": round(gen.drawn / seconds, 1)}
     print(json.dumps(row), flush=True)
     return row
@@ -127,6 +166,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--eager", action="store_true", help="vLLM without CUDA graphs (starts faster, samples slower)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    parser.add_argument("--tool-latency-ms", type=float, nargs="+", default=[0.0, 400.0],
+                        help="runs at each: tool calls answered after a delay uniform in [0, L] ms")
     args = parser.parse_args()
 
     from transformers import AutoModelForCausalLM
@@ -146,7 +187,8 @@ def main() -> None:
     if base is None:
         raise SystemExit("the learning space's shipped base is missing (grpo/bases): this bench reads its tokenizer")
     chat = ChatFormat(load_tiny_tokenizer(str(base)))
-    tasks = [t for t in every if 2 <= len(reference_conversation(t).turns) <= 4][: args.tasks]
+    by_turns = [[t for t in every if len(reference_conversation(t).turns) == n] for n in (2, 3)]
+    tasks = [t for pair in zip(*by_turns) for t in pair][: args.tasks]  # as many 2-turn references as 3-turn ones
     scripts = {tuple(chat.prompt_ids(reference_conversation(t).messages)): [text for text, _ in reference_conversation(t).turns] for t in tasks}
 
     rows = []
@@ -156,8 +198,8 @@ def main() -> None:
 
         if args.cpu:
             model = AutoModelForCausalLM.from_pretrained(str(base)).eval()
-            rows.append(timed_arm("hf_batched", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id), chat, tasks, scripts, args, clients))
-            rows.append(timed_arm("hf_streamed", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id, streams=True), chat, tasks, scripts, args, clients))
+            rows.extend(timed_arms("hf_batched", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id), chat, tasks, scripts, args, clients))
+            rows.extend(timed_arms("hf_streamed", HFGenerator(model, stop_id=NEVER, pad_id=chat.pad_id, streams=True), chat, tasks, scripts, args, clients))
             device = "cpu"
         else:
             from grpo.rollout.vllm import EngineSettings, VLLMGenerator
@@ -168,23 +210,26 @@ def main() -> None:
             settings = EngineSettings(model_dir, max_model_len=4096, gpu_memory_utilization=args.gpu_memory_utilization,
                                       enforce_eager=args.eager, max_num_seqs=min(1024, args.tasks * args.samples))
             streamed = VLLMStreamingGenerator(settings, stop_id=NEVER)
-            rows.append(timed_arm("vllm_streamed", streamed, chat, tasks, scripts, args, clients))
+            rows.extend(timed_arms("vllm_streamed", streamed, chat, tasks, scripts, args, clients))
             streamed.close()
             batched = VLLMGenerator(settings, stop_id=NEVER)
-            rows.append(timed_arm("vllm_batched", batched, chat, tasks, scripts, args, clients))
+            rows.extend(timed_arms("vllm_batched", batched, chat, tasks, scripts, args, clients))
             del batched
             gc.collect()
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda().eval()
-            rows.append(timed_arm("hf_batched", HFGenerator(model, stop_id=NEVER, pad_id=0), chat, tasks, scripts, args, clients))
+            rows.extend(timed_arms("hf_batched", HFGenerator(model, stop_id=NEVER, pad_id=0), chat, tasks, scripts, args, clients))
             device = torch.cuda.get_device_name()
 
-    by = {r["arm"]: r for r in rows}
     figures = {"bench": "rollout_episodes", "device": device, "shape": "tiny" if args.cpu else args.shape, "tasks": len(tasks),
-               "samples": args.samples, "new_tokens": args.new_tokens, **{f"{r['arm']}_tokens_per_s": r["tokens_per_s"] for r in rows}}
+               "samples": args.samples, "new_tokens": args.new_tokens, "tool_latency_ms": args.tool_latency_ms}
     streamed_arm = "hf_streamed" if args.cpu else "vllm_streamed"
-    figures["streamed_over_hf_batched"] = round(by[streamed_arm]["tokens_per_s"] / by["hf_batched"]["tokens_per_s"], 2)
-    if "vllm_batched" in by:
-        figures["streamed_over_vllm_batched"] = round(by["vllm_streamed"]["tokens_per_s"] / by["vllm_batched"]["tokens_per_s"], 2)
+    for ms in args.tool_latency_ms:
+        at = "" if ms == 0 else f"_at_{ms:g}ms"  # L = 0 keeps the names of the first GPU run's line
+        by = {r["arm"]: r["tokens_per_s"] for r in rows if r["tool_latency_ms"] == ms}
+        figures.update({f"{arm}_tokens_per_s{at}": value for arm, value in by.items()})
+        figures[f"streamed_over_hf_batched{at}"] = round(by[streamed_arm] / by["hf_batched"], 2)
+        if "vllm_batched" in by:
+            figures[f"streamed_over_vllm_batched{at}"] = round(by["vllm_streamed"] / by["vllm_batched"], 2)
     print(json.dumps(figures))
 
 

@@ -265,14 +265,6 @@ class RolloutConfig(StrictModel):
         1.0, gt=0, description="Fail the trial past this gap: the sampler did not take the new weights (None: never fail)."
     )
 
-    @model_validator(mode="after")
-    def _streamed_turns_on_hf_only(self) -> RolloutConfig:
-        if self.turns == "per_episode" and self.backend == "vllm":
-            raise ValueError("turns: per_episode needs backend: hf for now (vLLM's streaming engine, one engine holding every live "
-                             "request, is built but has not run on a GPU yet: tests/gpu/test_vllm_generator.py must pass there "
-                             "first); set turns: batched")
-        return self
-
 
 class EnvConfig(StrictModel):
     """Where tasks come from and how environments are reached."""

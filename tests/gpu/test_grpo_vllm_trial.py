@@ -1,5 +1,6 @@
 """A GRPO trial on the GPU with vLLM rollouts: five steps on the random 0.5B-shaped model against the
-local hotel MCP server, FSDP2 bf16 update, weight sync after every step.
+local hotel MCP server, FSDP2 bf16 update, weight sync after every step; turns batched, and per episode
+(each episode's turn sent to one streaming engine as its tool result is back).
 
 The proof that sync works: the policy moves far from the frozen reference (KL to it grows well past what
 bf16 noise gives) while the sampler's log-probs keep matching the policy's (``rollout/logprob_gap``
@@ -18,7 +19,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 @pytest.mark.timeout(900)
-def test_five_grpo_steps_with_vllm(model_05b, tmp_path):
+@pytest.mark.parametrize("turns", ["batched", "per_episode"])  # per_episode: the streaming engine (grpo/rollout/vllm_stream.py)
+def test_five_grpo_steps_with_vllm(model_05b, tmp_path, turns):
     pytest.importorskip("vllm", reason="vLLM is not installed here")
     from grpo.config import TrainerConfig
     from grpo.reporting import ListReporter
@@ -31,6 +33,7 @@ def test_five_grpo_steps_with_vllm(model_05b, tmp_path):
             "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 2},
             "rollout": {
                 "backend": "vllm",
+                "turns": turns,
                 "prompts_per_step": 8,
                 "n_samples_per_prompt": 4,
                 "max_turns": 2,
@@ -47,7 +50,8 @@ def test_five_grpo_steps_with_vllm(model_05b, tmp_path):
     train(cfg, reporter)
     steps = [metrics for _, metrics in reporter.reports]
     if os.environ.get("GRPO_GPU_METRICS"):
-        with open(os.environ["GRPO_GPU_METRICS"], "w") as f:
+        path = os.environ["GRPO_GPU_METRICS"]
+        with open(path if turns == "batched" else path.replace(".json", f"_{turns}.json"), "w") as f:
             json.dump(steps, f, indent=1)
     assert len(steps) == 5
     gaps = [m["rollout/logprob_gap"] for m in steps]

@@ -189,8 +189,6 @@ COMMAND_LINE = {
     "set a float for a whole number": (["validate", SPACE, "--set", "total_steps=3.0"], ["key 'trainer.total_steps' = 3.0: must be a whole number"]),
     "set true for a number": (["run", SPACE, "--set", "resources.cpus_per_trial=true"], ["key 'resources.cpus_per_trial' = True: must be a number"]),
     "set a number for true/false": (["validate", SPACE, "--set", "logging.progress=0"], ["key 'logging.progress' = 0: must be true or false"]),
-    "streamed turns on vLLM": (["validate", SPACE, "--set", "rollout={backend: vllm, turns: per_episode}"],
-                               ["turns: per_episode needs backend: hf for now"]),
     "warm-start env not trained on": (["validate", SPACE, "--set", "model.warmstart_envs={zillow: {weight: 2}}"],
                                       ["key 'trainer.model.warmstart_envs.zillow': no training task has env_key 'zillow' (they have: hotel)"]),
     "warm-start every env left out": (["train", "{tmp}/silent.yaml"], ["silent.yaml: key 'model.warmstart_envs': every env's weight is 0 (hotel)"]),
