@@ -75,15 +75,23 @@ def policy_update(
     sequences on each, so every rank runs the same number of mini-batches: FSDP2 collectives need all).
     With one mini-batch and one epoch the update is on-policy, so the old log-probs are the first
     forward's own (detached) and the separate no-grad pass is skipped. ``rollout/logprob_gap`` compares
-    the policy's log-probs of the sampled tokens with the sampler's.
+    the policy's log-probs of the sampled tokens with the sampler's. ``policy/update_kl`` compares the probe's
+    log-probs before the steps with after; on-policy, "before" is the one step's own forward (no extra pass)
+    unless dropout makes a training forward differ from an evaluation one.
     """
     batch = batch.to(device())  # the GPU even when FSDP2 offloads the parameters to CPU memory
     first = first_target(batch.loss_mask)
     probe = batch.select(slice(0, UPDATE_PROBE))  # where the update's size is measured
+    on_policy = settings.ppo_epochs * settings.mini_batches == 1
     with torch.no_grad():
-        old_logprobs = None if settings.ppo_epochs * settings.mini_batches == 1 else scored(policy, batch, settings, first)
+        old_logprobs = None if on_policy else scored(policy, batch, settings, first)
         ref_logprobs = scored(reference, batch, settings, first) if reference is not None else None
-        before = old_logprobs[: len(probe)] if old_logprobs is not None else scored(policy, probe, settings, first)
+        if not on_policy:
+            before = old_logprobs[: len(probe)]
+        elif _deterministic_in_training(policy):
+            before = None  # the step's own forward, below
+        else:
+            before = scored(policy, probe, settings, first)
     totals: dict[str, float] = {}
     steps = 0
     policy.train()
@@ -93,7 +101,9 @@ def policy_update(
             index = index.to(batch.input_ids.device)
             old = None if old_logprobs is None else old_logprobs[index]
             ref = None if ref_logprobs is None else ref_logprobs[index]
-            stats = _step(policy, optimizer, batch.select(index), old, ref, settings, ranks, first)
+            stats, own = _step(policy, optimizer, batch.select(index), old, ref, settings, ranks, first)
+            if before is None:  # on-policy: the whole batch in one step, its rows in ``index``'s order
+                before = own[torch.argsort(index)][: len(probe)]
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
@@ -137,6 +147,12 @@ def update_norm(optimizer: torch.optim.Optimizer, ranks: Ranks = ONE_PROCESS) ->
     return (delta_sq / weight_sq) ** 0.5 if weight_sq else 0.0
 
 
+def _deterministic_in_training(model) -> bool:
+    """No dropout anywhere (a LoRA adapter's, or the attention's): a training forward gives the evaluation log-probs."""
+    dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+    return not dropout and not any(getattr(getattr(m, "config", None), "attention_dropout", 0) for m in model.modules())
+
+
 def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
@@ -167,8 +183,9 @@ STAT_NAMES = (
 )
 
 
-def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int) -> dict[str, float]:
-    """One optimizer step on a mini-batch, its gradients accumulated over micro-batches."""
+def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int) -> tuple[dict[str, float], torch.Tensor]:
+    """One optimizer step on a mini-batch, its gradients accumulated over micro-batches; with its metrics, the
+    policy's log-probs of the mini-batch before the step (detached), as the step's own forward computed them."""
     weigh = AGGREGATION_WEIGHTS[settings.loss_agg]
     gap_mask = part.loss_mask * torch.isfinite(part.sampler_logprobs)
     global_weight, global_tokens, global_gap_tokens = sum_across(
@@ -176,17 +193,19 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
     ).tolist()
     optimizer.zero_grad()
     shares = torch.zeros(len(STAT_NAMES), dtype=torch.float64, device=part.input_ids.device)
+    own = []
     for s in micro_slices(len(part), settings.micro_batch_size):
         micro = part.select(s)
         totals = (global_weight, global_tokens, global_gap_tokens)
-        loss, stats = _micro_loss(policy, micro, None if old is None else old[s], None if ref is None else ref[s], settings, ranks, first, totals)
+        loss, stats, logprobs = _micro_loss(policy, micro, None if old is None else old[s], None if ref is None else ref[s], settings, ranks, first, totals)
         (loss * ranks.world).backward()  # FSDP2 averages gradients over ranks; the shares already sum to the mean
         shares += stats
+        own.append(logprobs)
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     optimizer.step()
     norm = update_norm(optimizer, ranks)
     values = dict(zip(STAT_NAMES, sum_across(shares, ranks).tolist()))
-    return {
+    metrics = {
         "policy/loss": values["loss"],
         "policy/clip_frac": values["clip_frac_low"] + values["clip_frac_high"],
         "policy/clip_frac_low": values["clip_frac_low"],
@@ -201,10 +220,12 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
         "policy/tis_truncated_frac": values["tis_truncated_frac"],
         "policy/tis_seq_masked_frac": values["tis_seq_masked_frac"],
     }
+    return metrics, torch.cat(own)
 
 
-def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int, totals) -> tuple[torch.Tensor, torch.Tensor]:
-    """This micro-batch's share of the mini-batch loss (over every rank's tokens) and of each statistic."""
+def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int, totals) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This micro-batch's share of the mini-batch loss (over every rank's tokens) and of each statistic, and its
+    log-probs (detached)."""
     global_weight, global_tokens, global_gap_tokens = totals
     logprobs, entropy = token_logprobs(policy, part.input_ids, part.attention_mask, settings.temperature, first)
     old = logprobs.detach() if old is None else old
@@ -243,7 +264,7 @@ def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ra
             token_share(~kept.expand_as(mask), gap_mask, global_gap_tokens),
         ]
     ).to(torch.float64)
-    return loss, stats
+    return loss, stats, logprobs.detach()
 
 
 def _full(value) -> float:

@@ -139,6 +139,36 @@ def test_shared_prompt_runs_once_per_group_with_the_same_logprobs_and_gradients(
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("micro", [None, 2])
+def test_on_policy_update_kl_reads_the_step_s_own_forward(tiny_base, chat, tasks, micro, monkeypatch):
+    """One mini-batch, one epoch: "before" comes from the step's forward (rows shuffled, in micro-batches), not a
+    pass of its own; policy/update_kl is what a separate forward before the step and one after give."""
+    import grpo.update
+    from grpo.update import UPDATE_PROBE, update_kl
+
+    torch.manual_seed(0)
+    policy = load_policy(tiny_base)
+    batch = _batch(chat, tasks[:UPDATE_PROBE + 4], [1.0, -1.0] * ((UPDATE_PROBE + 4) // 2))  # more rows than the probe
+    probe = batch.select(slice(0, UPDATE_PROBE))
+    with torch.no_grad():
+        before = token_logprobs(policy, probe.input_ids, probe.attention_mask)[0]
+    passes = []  # the update's no-grad passes over rows (scored), apart from the step's own forwards
+    scored = grpo.update.scored
+    monkeypatch.setattr(grpo.update, "scored", lambda model, part, *a: passes.append(len(part)) or scored(model, part, *a))
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    settings = UpdateSettings(0.2, 0.2, 0.0, mini_batches=1, max_grad_norm=1.0, temperature=1.0, micro_batch_size=micro)
+    stats = policy_update(policy, None, optimizer, batch, settings, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        after = token_logprobs(policy, probe.input_ids, probe.attention_mask)[0]
+    assert passes == [UPDATE_PROBE]  # only the probe after the step
+    policy.config.attention_dropout = 0.1  # a training forward is no longer an evaluation one: "before" gets its own pass
+    passes.clear()
+    policy_update(policy, None, optimizer, batch, settings, torch.Generator().manual_seed(0))
+    assert passes == [UPDATE_PROBE, UPDATE_PROBE]
+    assert stats["policy/update_kl"] > 0
+    assert stats["policy/update_kl"] == pytest.approx(update_kl(before, after, probe.loss_mask), rel=1e-4)
+
+
 def test_update_kl_by_hand():
     """KL(before || after) by (r - 1) - log r on the trained tokens: 0 where nothing moved."""
     from grpo.update import update_kl
@@ -177,7 +207,7 @@ def _loss_of(policy, batch, algorithm: dict):
     old = logprobs - 0.05 * batch.loss_mask  # the policy has moved up by 0.05 on its own tokens: ratio exp(0.05)
     gap_mask = batch.loss_mask * torch.isfinite(batch.sampler_logprobs)
     totals = (float(AGGREGATION_WEIGHTS[settings.loss_agg](batch.loss_mask)), float(batch.loss_mask.sum()), float(gap_mask.sum()))
-    loss, stats = _micro_loss(policy, batch, old, None, settings, ONE_PROCESS, first, totals)
+    loss, stats, _ = _micro_loss(policy, batch, old, None, settings, ONE_PROCESS, first, totals)
     return settings, loss, dict(zip(STAT_NAMES, stats.tolist())), logprobs, old
 
 
