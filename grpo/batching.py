@@ -37,6 +37,11 @@ class TrainBatch:
     def select(self, index: torch.Tensor | slice) -> TrainBatch:
         return TrainBatch(*(getattr(self, f.name)[index] for f in fields(self)))
 
+    def narrowed(self, width: int) -> TrainBatch:
+        """The first ``width`` positions (``width - 1`` targets): right padding past every row's end dropped."""
+        return TrainBatch(self.input_ids[:, :width], self.attention_mask[:, :width], self.loss_mask[:, : width - 1], self.advantages,
+                          self.sampler_logprobs[:, : width - 1])
+
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
 

@@ -48,6 +48,10 @@ def worker_clashes(cfg: TrainerConfig, workers: int) -> list[Clash]:
     if cfg.model.lora is not None:
         clashes.append(Clash("trainer.model.lora", f"{many}: LoRA trials run on one worker for now (sharded adapters are unverified); "
                                                    "set resources.workers_per_trial: 1, or drop model.lora"))
+    if cfg.model.micro_batch_tokens is not None:
+        clashes.append(Clash("trainer.model.micro_batch_tokens", f"= {cfg.model.micro_batch_tokens} {many}: micro-batches by length would "
+                                                                 "differ in number between workers, whose FSDP2 collectives must pair; "
+                                                                 "use model.micro_batch_size, or one worker"))
     if a.dynamic_sampling.enabled and a.loss_agg == "seq-mean-token-sum-norm":
         clashes.append(Clash("trainer.algorithm.dynamic_sampling.enabled", f"= true {many} and algorithm.loss_agg seq-mean-token-sum-norm: "
                                                                             "the groups that train are dealt to the workers and the shorter "

@@ -53,14 +53,14 @@ class LoraConfig(StrictModel):
 
 # Keys a pack of LoRA trials (``resources.trials_per_worker``, ``grpo.pack``) shares: they make or feed its one
 # base (the model, and the training tasks its warm-start saw), or are its process's. All else is the trial's
-# (model.lora and model.micro_batch_size included: an adapter and how its update is chunked are a member's own).
+# (model.lora, model.micro_batch_size and micro_batch_tokens included: an adapter and how its update is chunked are a member's own).
 EVAL_SPLIT_KEYS = ("eval.ratio", "eval.split_seed", "eval.tasks_path", "eval.max_tasks", "eval.max_tasks_per_env")  # what picks the held-out tasks
 PACK_WIDE_KEYS = ("model", "env", "torch_threads", *EVAL_SPLIT_KEYS)
 
 
 def pack_wide(key: str) -> bool:
     """Whether dotted ``key`` must be equal across a pack: a key under ``PACK_WIDE_KEYS``, not under ``model.lora``."""
-    if key in ("model.lora", "model.micro_batch_size") or key.startswith("model.lora."):
+    if key in ("model.lora", "model.micro_batch_size", "model.micro_batch_tokens") or key.startswith("model.lora."):
         return False
     return any(key == wide or key.startswith(wide + ".") for wide in PACK_WIDE_KEYS)
 
@@ -124,6 +124,9 @@ class ModelConfig(StrictModel):
     )
     micro_batch_size: int | None = Field(
         None, ge=1, description="Sequences per forward/backward inside a mini-batch (gradients accumulate); None: the whole mini-batch at once."
+    )
+    micro_batch_tokens: int | None = Field(
+        None, ge=1, description="Padded tokens per forward/backward: a mini-batch's sequences sorted by length and dealt into micro-batches of at most this many rows x longest row, each padded only to its own longest (None: micro-batches of micro_batch_size rows in the shuffled order, padded to the step's longest). With micro_batch_size, both bound. One worker per trial for now."
     )
     activation_checkpointing: bool = Field(False, description="Recompute each decoder layer's activations in backward (less memory, ~30% more compute).")
     cpu_offload: bool = Field(False, description="Keep FSDP2 parameter shards, gradients and optimizer state in CPU memory (CUDA only).")

@@ -47,6 +47,7 @@ class UpdateSettings:
     ppo_epochs: int = 1
     norm_length: int = 1  # the constant seq-mean-token-sum-norm divides by (max_sequence_length)
     micro_batch_size: int | None = None  # sequences per forward/backward; None: a whole mini-batch
+    micro_batch_tokens: int | None = None  # rows x longest row per micro-batch, rows sorted by length (grpo.update.micro_batches)
     policy_loss: str = "ppo_clip"  # a name in grpo.algorithm.POLICY_LOSSES
     tis_cap: float | None = None  # truncated importance sampling from the sampler's log-probs; None: off
     tis_seq_mask_cap: float | None = None  # sequence-level masked importance sampling; None: off
@@ -62,7 +63,7 @@ class UpdateSettings:
             tis_seq_mask_cap=a.tis_seq_mask_cap, kl_coef=a.kl_coef, mini_batches=a.mini_batches,
             max_grad_norm=cfg.optim.max_grad_norm, temperature=cfg.rollout.temperature, kl_estimator=a.kl_estimator,
             loss_agg=a.loss_agg, entropy_coef=a.entropy_coef, ppo_epochs=a.ppo_epochs, norm_length=cfg.rollout.max_sequence_length,
-            micro_batch_size=cfg.model.micro_batch_size,
+            micro_batch_size=cfg.model.micro_batch_size, micro_batch_tokens=cfg.model.micro_batch_tokens,
         )
 
 
@@ -168,13 +169,39 @@ def micro_slices(n: int, size: int | None) -> list[slice]:
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+def length_groups(lengths: list[int], size: int | None, tokens: int) -> list[list[int]]:
+    """Row numbers in micro-batches: longest first, each micro-batch as many rows as fit ``tokens`` padded to
+    its first (longest) row, at most ``size`` rows, at least one."""
+    groups: list[list[int]] = []
+    for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
+        current = groups[-1] if groups else None
+        if current is None or (len(current) + 1) * lengths[current[0]] > tokens or (size is not None and len(current) == size):
+            groups.append([row])
+        else:
+            current.append(row)
+    return groups
+
+
+def micro_batches(batch: TrainBatch, settings: UpdateSettings, first: int) -> list[tuple[torch.Tensor, int]]:
+    """Each micro-batch's rows and width. By count (``micro_batch_size``): consecutive rows at the batch's
+    width. By tokens (``micro_batch_tokens``): rows grouped by length, each group narrowed to its longest row
+    (never below ``first`` + 2: the logits of at least one target are kept)."""
+    n, width = batch.input_ids.shape
+    on = batch.input_ids.device
+    if settings.micro_batch_tokens is None:
+        return [(torch.arange(s.start, s.stop, device=on), width) for s in micro_slices(n, settings.micro_batch_size)]
+    lengths = [min(width, max(int(length), first + 2)) for length in batch.attention_mask.sum(1).tolist()]
+    groups = length_groups(lengths, settings.micro_batch_size, settings.micro_batch_tokens)
+    return [(torch.tensor(rows, device=on), lengths[rows[0]]) for rows in groups]
+
+
 def scored(model, batch: TrainBatch, settings: UpdateSettings, first: int) -> torch.Tensor:
-    """The model's log-probs of the batch's tokens, micro-batch by micro-batch."""
-    parts = [
-        token_logprobs(model, batch.input_ids[s], batch.attention_mask[s], settings.temperature, first)[0]
-        for s in micro_slices(len(batch), settings.micro_batch_size)
-    ]
-    return torch.cat(parts)
+    """The model's log-probs of the batch's tokens, micro-batch by micro-batch (0 past a narrowed one's width)."""
+    out = torch.zeros(batch.loss_mask.shape, device=batch.input_ids.device)
+    for rows, width in micro_batches(batch, settings, first):
+        part = batch.select(rows).narrowed(width)
+        out[rows, : width - 1] = token_logprobs(model, part.input_ids, part.attention_mask, settings.temperature, first)[0]
+    return out
 
 
 STAT_NAMES = (
@@ -193,14 +220,15 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
     ).tolist()
     optimizer.zero_grad()
     shares = torch.zeros(len(STAT_NAMES), dtype=torch.float64, device=part.input_ids.device)
-    own = []
-    for s in micro_slices(len(part), settings.micro_batch_size):
-        micro = part.select(s)
+    own = torch.zeros(part.loss_mask.shape, device=part.input_ids.device)
+    for rows, width in micro_batches(part, settings, first):
+        micro = part.select(rows).narrowed(width)
         totals = (global_weight, global_tokens, global_gap_tokens)
-        loss, stats, logprobs = _micro_loss(policy, micro, None if old is None else old[s], None if ref is None else ref[s], settings, ranks, first, totals)
+        old_part, ref_part = (None if x is None else x[rows, : width - 1] for x in (old, ref))
+        loss, stats, logprobs = _micro_loss(policy, micro, old_part, ref_part, settings, ranks, first, totals)
         (loss * ranks.world).backward()  # FSDP2 averages gradients over ranks; the shares already sum to the mean
         shares += stats
-        own.append(logprobs)
+        own[rows, : width - 1] = logprobs
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     optimizer.step()
     norm = update_norm(optimizer, ranks)
@@ -220,7 +248,7 @@ def _step(policy, optimizer, part: TrainBatch, old, ref, settings: UpdateSetting
         "policy/tis_truncated_frac": values["tis_truncated_frac"],
         "policy/tis_seq_masked_frac": values["tis_seq_masked_frac"],
     }
-    return metrics, torch.cat(own)
+    return metrics, own
 
 
 def _micro_loss(policy, part: TrainBatch, old, ref, settings: UpdateSettings, ranks: Ranks, first: int, totals) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -67,6 +67,12 @@ def test_several_workers_with_lora_are_refused_by_name(tasks):
         build_models(_cfg(), tasks, Ranks(rank=0, world=2))
 
 
+def test_several_workers_with_micro_batches_by_tokens_are_refused_by_name(tasks):
+    cfg = TrainerConfig.model_validate({"model": {"micro_batch_tokens": 4096}})
+    with pytest.raises(ConfigError, match=r"trainer.model.micro_batch_tokens = 4096 with 2 workers .*use model.micro_batch_size, or one worker"):
+        build_models(cfg, tasks, Ranks(rank=0, world=2))
+
+
 def test_default_targets_exist_in_the_tiny_model(tiny_base):
     policy = with_adapter(load_policy(tiny_base), LoraConfig(), seed=0)
     adapted = {n.split(".")[-4] for n, _ in policy.named_parameters() if ".lora_A." in n}  # ...q_proj.lora_A.default.weight

@@ -169,6 +169,47 @@ def test_on_policy_update_kl_reads_the_step_s_own_forward(tiny_base, chat, tasks
     assert stats["policy/update_kl"] == pytest.approx(update_kl(before, after, probe.loss_mask), rel=1e-4)
 
 
+def test_length_groups_by_hand():
+    """Longest first; a row joins while rows x the group's first (longest) row fit the budget, at most ``size`` rows."""
+    from grpo.update import length_groups
+
+    lengths = [5, 9, 3, 9, 2]
+    assert length_groups(lengths, None, 20) == [[1, 3], [0, 2, 4]]  # 2 x 9 = 18; 3 x 9 = 27 > 20; then 3 x 5 = 15
+    assert length_groups(lengths, 2, 20) == [[1, 3], [0, 2], [4]]
+    assert length_groups(lengths, None, 4) == [[1], [3], [0], [2], [4]]  # a row longer than the budget goes alone
+
+
+def test_micro_batches_by_tokens_make_the_same_update_on_narrower_tensors(tiny_base, chat, tasks, monkeypatch):
+    """Sequences of several lengths: micro-batches grouped by length, each padded only to its own longest, give the
+    update of whole mini-batches (old and reference log-probs, two epochs of two mini-batches, KL on)."""
+    import grpo.update
+
+    by_length = {len(supervised_example(chat, reference_conversation(t))[0]): t for t in tasks}
+    batch = _batch(chat, [by_length[n] for n in sorted(by_length)[::-1][:8]], [1.0, -1.0, 0.5, -0.5] * 2)  # 8 lengths
+    lengths = batch.attention_mask.sum(1)
+    assert len(set(lengths.tolist())) == 8
+    results = []
+    logprobs = grpo.update.token_logprobs
+    for tokens in (None, int(lengths.max()) * 2):
+        widths = []
+        monkeypatch.setattr(grpo.update, "token_logprobs", lambda model, ids, *a, widths=widths: widths.append(ids.shape) or logprobs(model, ids, *a))
+        torch.manual_seed(0)
+        policy = load_policy(tiny_base)
+        reference = load_policy(tiny_base, trainable=False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+        settings = UpdateSettings(0.1, 0.1, kl_coef=0.1, mini_batches=2, max_grad_norm=1.0, temperature=1.0, ppo_epochs=2, micro_batch_tokens=tokens)
+        stats = policy_update(policy, reference, optimizer, batch, settings, torch.Generator().manual_seed(0))
+        results.append((stats, [p.detach().clone() for p in policy.parameters()], widths))
+    (whole, w_whole, shapes_whole), (packed, w_packed, shapes_packed) = results
+    for key in ("policy/loss", "policy/kl", "policy/grad_norm", "policy/clip_frac", "policy/entropy", "policy/update_kl"):
+        assert packed[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(w_whole, w_packed):
+        assert (a - b).norm() <= 1e-4 * a.norm()
+    assert {shape[1] for shape in shapes_whole} == {batch.input_ids.shape[1]}
+    assert sum(r * w for r, w in shapes_packed) < sum(r * w for r, w in shapes_whole)  # fewer padded positions computed
+    assert all(r * w <= int(lengths.max()) * 2 or r == 1 for r, w in shapes_packed)
+
+
 def test_update_kl_by_hand():
     """KL(before || after) by (r - 1) - log r on the trained tokens: 0 where nothing moved."""
     from grpo.update import update_kl
