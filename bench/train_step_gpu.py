@@ -13,6 +13,10 @@ warm-up steps each are left out.
 
     python bench/train_step_gpu.py [--shapes qwen2.5-0.5b,qwen2.5-1.5b] [--batch 16] [--seq-length 2048]
 
+``--lengths varying``: row lengths uniform in [``--seq-length``/8, ``--seq-length``] (as RL episodes vary), right
+padding; ``ours`` then deals rows into micro-batches by length (``model.micro_batch_tokens`` = micro-batch x
+seq-length), ``plain`` pads every micro-batch to the batch's longest; tokens/s and MFU count real tokens only.
+
 Needs a CUDA GPU. Ends with one JSON line.
 """
 
@@ -73,10 +77,12 @@ def steps_per_s(step, n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-def ours(shape: str, batch, micro: int, steps: int, checkpointing: bool) -> float:
+def ours(shape: str, batch, micro: int, steps: int, checkpointing: bool, by_length: bool) -> float:
     policy = parallelize(fresh_model(shape), init_ranks(), bf16=True, activation_checkpointing=checkpointing)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-6)
-    settings = UpdateSettings(0.2, 0.2, 0.0, mini_batches=1, max_grad_norm=1.0, temperature=1.0, micro_batch_size=micro)
+    tokens = micro * batch.input_ids.shape[1] if by_length else None
+    settings = UpdateSettings(0.2, 0.2, 0.0, mini_batches=1, max_grad_norm=1.0, temperature=1.0, micro_batch_size=None if by_length else micro,
+                              micro_batch_tokens=tokens)
     shuffle = torch.Generator().manual_seed(0)
     rate = steps_per_s(lambda: policy_update(policy, None, optimizer, batch, settings, shuffle), steps)
     torch.cuda.empty_cache()
@@ -88,13 +94,14 @@ def plain(shape: str, batch, micro: int, steps: int) -> float:
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     ids = batch.input_ids.cuda()
+    attention = batch.attention_mask.cuda() if not bool(batch.attention_mask.all()) else None  # equal lengths: as on record, no mask
     labels = ids.masked_fill(torch.nn.functional.pad(batch.loss_mask, (1, 0)).cuda() == 0, -100)
 
     def step():
         optimizer.zero_grad()
         for s in range(0, len(ids), micro):
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(input_ids=ids[s : s + micro], labels=labels[s : s + micro]).loss
+                loss = model(input_ids=ids[s : s + micro], attention_mask=None if attention is None else attention[s : s + micro], labels=labels[s : s + micro]).loss
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -112,18 +119,24 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--lengths", choices=["equal", "varying"], default="equal")
     args = parser.parse_args()
 
     g = torch.Generator().manual_seed(0)
-    rows = [torch.randint(10, 150000, (args.seq_length,), generator=g).tolist() for _ in range(args.batch)]
-    masks = [[0] * 64 + [1] * (args.seq_length - 64) for _ in rows]
+    if args.lengths == "equal":
+        lengths = [args.seq_length] * args.batch
+    else:
+        lengths = torch.randint(args.seq_length // 8, args.seq_length + 1, (args.batch,), generator=g).tolist()
+    rows = [torch.randint(10, 150000, (n,), generator=g).tolist() for n in lengths]
+    masks = [[0] * 64 + [1] * (n - 64) for n in lengths]
     batch = collate(rows, masks, [1.0 if i % 2 else -1.0 for i in range(args.batch)], pad_id=0)
-    tokens = args.batch * args.seq_length
-    figures: dict[str, object] = {"bench": "train_step_gpu", "device": torch.cuda.get_device_name(), "batch": args.batch, "seq_length": args.seq_length}
+    tokens = sum(lengths)
+    figures: dict[str, object] = {"bench": "train_step_gpu", "device": torch.cuda.get_device_name(), "batch": args.batch, "seq_length": args.seq_length,
+                                  "lengths": args.lengths, "tokens": tokens}
     for shape in args.shapes.split(","):
-        flops = model_flops_per_token(shape, args.seq_length)
+        flops = model_flops_per_token(shape, sum(n * n for n in lengths) / tokens)  # attention's term by each row's own length
         sides = {
-            "ours": lambda shape=shape: ours(shape, batch, args.micro_batch, args.steps, args.activation_checkpointing),
+            "ours": lambda shape=shape: ours(shape, batch, args.micro_batch, args.steps, args.activation_checkpointing, args.lengths == "varying"),
             "plain": lambda shape=shape: plain(shape, batch, args.micro_batch, args.steps),
         }
         for side, run in sides.items():
