@@ -10,9 +10,11 @@ holds that). Its rules, written before the judging seeds (10-19) ran and frozen 
 - A run's **gain** at horizon h is the mean pass@1 over the held-out tasks of its last two evals up to h, minus the
   base's; its **noise** is the half-width of a 90% task-bootstrap interval of that gain (tasks resampled with
   their base and trial counts paired, 2,000 draws, a fixed seed). A run is **up** when its interval is above 0 and
-  its gain at least 0.03, **down** when its interval is below 0 and its gain at most -0.03, else **level** (0.03 is a
-  tenth of the best settings' 30-step gains, 9 of the 288 held-out episodes of two evals: a policy an LR barely moves
-  has a paired interval so narrow that a gain of 0.01 would otherwise count as learning). A run has **fallen** at h when it is down, or when its gain is below its
+  its gain at least the world's floor, **down** when its interval is below 0 and its gain at most minus the floor, else
+  **level**. The floor is about a tenth of the best settings' 30-step gains (a policy an LR barely moves has a paired
+  interval so narrow that a tiny gain would otherwise count as learning): hotel 0.03 (9 of the 288 held-out episodes
+  of two evals); mix 0.005 (8 of its 1,600; its best runs gain +0.04 to +0.05; set with 11 of its 24 grid runs in,
+  before any of its judging seeds ran). A run has **fallen** at h when it is down, or when its gain is below its
   own best earlier window's gain by more than its noise.
 - A setting **learns** at h when every seed is up and none has fallen; is **too high** when most seeds have fallen;
   is **level** when every seed is level and none has fallen. The **learning band** is the LRs that learn at 30
@@ -47,7 +49,7 @@ HORIZONS = (5, 10, 15, 20, 25, 30)
 WINDOW = 2  # evals averaged into a gain (the sweep's default window, a fact of the data: not read from the code)
 DRAWS = 2000
 LEVEL = 0.90  # the bootstrap interval
-MIN_GAIN = 0.03  # a gain smaller than this is level, however narrow its interval
+MIN_GAIN = WORLDS["hotel"].min_gain  # a gain smaller than this is level, however narrow its interval (each world's: bench/worlds.py)
 RULES = __doc__.split("before the judging seeds (10-19) ran and frozen with its labels in the data file:", 1)[1].strip()
 
 
@@ -66,8 +68,8 @@ def gain_and_noise(base: dict[str, Sequence[int]], evals: Sequence[dict[str, Seq
     return float(per_task.mean()), (high - low) / 2, low, high
 
 
-def run_outcomes(base: dict[str, Sequence[int]], run: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """A run at each horizon: gain, noise, interval, and whether it is up, down or level, and has fallen."""
+def run_outcomes(base: dict[str, Sequence[int]], run: dict[str, Any], min_gain: float) -> dict[int, dict[str, Any]]:
+    """A run at each horizon: gain, noise, interval, and whether it is up, down or level (``min_gain``: the floor), and has fallen."""
     out: dict[int, dict[str, Any]] = {}
     best_earlier: float | None = None
     evals = sorted(run["evals"], key=lambda e: e["step"])
@@ -76,7 +78,7 @@ def run_outcomes(base: dict[str, Sequence[int]], run: dict[str, Any]) -> dict[in
         if not seen:
             continue
         gain, noise, low, high = gain_and_noise(base, seen[-WINDOW:])
-        state = "up" if low > 0 and gain >= MIN_GAIN else "down" if high < 0 and gain <= -MIN_GAIN else "level"
+        state = "up" if low > 0 and gain >= min_gain else "down" if high < 0 and gain <= -min_gain else "level"
         fallen = state == "down" or (best_earlier is not None and best_earlier - gain > noise)
         out[h] = {"gain": gain, "noise": noise, "low": low, "high": high, "state": state, "fallen": fallen}
         best_earlier = gain if best_earlier is None else max(best_earlier, gain)
@@ -95,12 +97,13 @@ def setting_label(seeds: Sequence[dict[str, Any]]) -> str:
     return "mixed"
 
 
-def outcome_truth(data: dict[str, Any]) -> dict[str, Any]:
-    """Per horizon: every setting's seeds' gains and noises, its label, and the top set (``bench/verdict.py``'s shape)."""
+def outcome_truth(data: dict[str, Any], min_gain: float) -> dict[str, Any]:
+    """Per horizon: every setting's seeds' gains and noises, its label, and the top set (``bench/verdict.py``'s shape);
+    ``min_gain``: the world's floor."""
     base = data["base"]["tasks"]
     by_lr: dict[float, list[dict[int, dict[str, Any]]]] = defaultdict(list)
     for run in data["runs"]:
-        by_lr[run["lr"]].append(run_outcomes(base, run))
+        by_lr[run["lr"]].append(run_outcomes(base, run, min_gain))
     labels = {h: {lr: setting_label([r[h] for r in runs]) for lr, runs in by_lr.items()} for h in HORIZONS}
     band = sorted(lr for lr, label in labels[HORIZONS[-1]].items() if label == "learns")
     table: dict[str, Any] = {}
@@ -128,8 +131,8 @@ def main() -> int:
         raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth --world {world.name}`")
     data = read_json(world.runs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    truth = outcome_truth(data)
-    write_json(world.outcomes, {"rules": RULES, "world": world.name, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
+    truth = outcome_truth(data, world.min_gain)
+    write_json(world.outcomes, {"rules": RULES, "world": world.name, "min_gain": world.min_gain, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
                                 "commit": commit, "truth": truth})
     for h, row in truth.items():
         print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")

@@ -25,14 +25,15 @@ class World:
     runs: Path  # the truth grid's runs: per run its evals (per task) and curves
     outcomes: Path  # the outcome truth made from them (bench/outcome_truth.py), frozen before the judging seeds
     bench_name: str  # the bench sweep's name (its folder under each seed's storage)
+    min_gain: float  # the outcome truth's floor: a smaller gain is level however narrow its interval (bench/outcome_truth.py)
     grid_space: Path | None = None  # a committed truth grid file, or None: made from trainer_space (bench/verdict.py)
 
 
 WORLDS = {
     "hotel": World("hotel", ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml", DATA / "verdict_truth.json",
-                   DATA / "verdict_truth_outcomes.json", "demo_cpu", ROOT / "bench" / "verdict_truth.yaml"),
+                   DATA / "verdict_truth_outcomes.json", "demo_cpu", 0.03, ROOT / "bench" / "verdict_truth.yaml"),
     "mix": World("mix", ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml", DATA / "verdict_truth_mix.json.gz",
-                 DATA / "verdict_truth_mix_outcomes.json", "verdict_mix"),
+                 DATA / "verdict_truth_mix_outcomes.json", "verdict_mix", 0.005),
 }
 
 

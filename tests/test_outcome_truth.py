@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.outcome_truth import MIN_GAIN, OUTCOMES, RUNS, gain_and_noise, outcome_truth, setting_label, task_gains
+from bench.outcome_truth import MIN_GAIN, OUTCOMES, RUNS, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
+from bench.worlds import WORLDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +24,19 @@ def test_a_gain_is_the_mean_over_tasks_of_the_window_minus_the_base():
     assert gain == pytest.approx(0.25) and 0.125 <= low <= gain <= high <= 0.375 and noise == pytest.approx((high - low) / 2)
     same = gain_and_noise(base, [base])  # a policy that did not move: no gain, no noise
     assert same == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_a_small_sure_gain_is_up_above_the_worlds_floor_and_level_below_it():
+    """Every one of 100 tasks up by one episode in 100: a gain of 0.01 with no spread. The mix's floor (0.005) calls it
+    up, the hotel's (0.03) level; the same loss is down and level. The floors are the frozen ones."""
+    assert (WORLDS["hotel"].min_gain, WORLDS["mix"].min_gain) == (0.03, 0.005) and MIN_GAIN == WORLDS["hotel"].min_gain
+    base = {f"t{i:03d}": [10, 100] for i in range(100)}
+    run = {"evals": [{"step": s, "tasks": {t: [11, 100] for t in base}} for s in (5, 10)]}
+    for world, state in (("mix", "up"), ("hotel", "level")):
+        at = run_outcomes(base, run, WORLDS[world].min_gain)[10]
+        assert at["gain"] == pytest.approx(0.01) and at["low"] == pytest.approx(0.01) and at["state"] == state, (world, at)
+    worse = {"evals": [{"step": s, "tasks": {t: [9, 100] for t in base}} for s in (5, 10)]}
+    assert [run_outcomes(base, worse, WORLDS[w].min_gain)[10]["state"] for w in ("mix", "hotel")] == ["down", "level"]
 
 
 def _seed(state: str, fallen: bool = False) -> dict:
@@ -44,7 +58,7 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
     imported = {getattr(n, "module", None) or a.name for n in ast.walk(source) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
     assert not any(name and name.startswith("sweep") for name in imported), imported
     data = json.loads(RUNS.read_text())
-    before = outcome_truth(data)
+    before = outcome_truth(data, MIN_GAIN)
     import sweep.verdict.labels as labels
     import sweep.verdict.score as score
     from sweep.verdict.thresholds import Thresholds
@@ -53,7 +67,7 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
         monkeypatch.setattr(Thresholds, f.name, (f.default or 1.0) * 100, raising=False)
     monkeypatch.setattr(labels, "verdict", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the verdict")))
     monkeypatch.setattr(score, "score_trials", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the score")))
-    after = outcome_truth(data)
+    after = outcome_truth(data, MIN_GAIN)
     assert after == before
     frozen = json.loads(OUTCOMES.read_text())["truth"]
     assert {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in after.items()} == \
