@@ -236,7 +236,7 @@ class VLLMConfig(StrictModel):
     gpu_memory_utilization: float = Field(0.3, gt=0, lt=1, description="Share of the GPU's memory the engine takes (weights + KV cache); the policy, reference and optimizer live in the rest.")
     enforce_eager: bool = Field(False, description="No CUDA graphs or torch.compile (starts in ~10 s instead of ~70 s; samples slower).")
     max_num_seqs: int = Field(256, ge=1, description="Sequences the engine decodes at once.")
-    sleep_level: Literal[1, 2] = Field(2, description="Sleep during the update: 1 keeps the weights in CPU memory, 2 drops them (new ones are loaded anyway).")
+    sleep_level: Literal[1, 2] = Field(2, description="Sleep during the update: 1 keeps the weights in CPU memory, 2 drops them (new ones are loaded anyway). A LoRA policy's engine sleeps at 1: its base never changes, only the adapter travels.")
     weight_bucket_mb: int = Field(512, ge=1, description="Weight sync sends the policy's parameters in buckets of this size.")
 
 
@@ -388,8 +388,9 @@ class TrainerConfig(StrictModel):
     def _lora_samples_with_hf(self) -> TrainerConfig:
         if self.model.lora is not None and self.rollout.backend != "hf":
             raise ValueError(
-                f"model.lora with rollout.backend {self.rollout.backend!r} is not supported yet (the engine would sample the base, "
-                "not the adapter): set rollout.backend: hf, or drop model.lora"
+                f"model.lora with rollout.backend {self.rollout.backend!r} is not supported yet (the engine serving the adapter, "
+                "grpo.rollout.vllm.VLLMGenerator.load_adapter, is built but has not run on a GPU: tests/gpu/test_vllm_lora.py must "
+                "pass there first): set rollout.backend: hf, or drop model.lora"
             )
         return self
 

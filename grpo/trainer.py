@@ -137,11 +137,20 @@ def resume(cfg: TrainerConfig, models: Models, sampler: TaskSampler, shuffle: to
     if not cfg.resume_from:
         return 0
     state = load_checkpoint(cfg.resume_from, models.policy, models.optimizer, shuffle, models.ranks)
-    if models.generator.needs_weight_sync:
-        models.generator.load_weights(full_parameters(models.policy))
+    sync_sampler(models)
     sampler.restore(state.sampler)
     evals.restore(state.evals)
     return state.step
+
+
+def sync_sampler(models: Models) -> None:
+    """The sampler takes the policy's weights after they changed: the adapter alone when the sampler keeps the
+    frozen base (a LoRA policy on vLLM), every parameter when it samples from a copy, nothing when it samples
+    from the policy module itself."""
+    if models.generator.serves_adapter:
+        models.generator.load_adapter(models.policy)
+    elif models.generator.needs_weight_sync:
+        models.generator.load_weights(full_parameters(models.policy))
 
 
 def checkpoint_root(cfg: TrainerConfig) -> Path:
@@ -177,8 +186,7 @@ def run_step(cfg: TrainerConfig, models: Models, sampler: TaskSampler | Curricul
                           UpdateSettings.of(cfg), shuffle, models.ranks)
     release_cached_memory()
     synced = time.perf_counter()
-    if models.generator.needs_weight_sync:
-        models.generator.load_weights(full_parameters(models.policy))
+    sync_sampler(models)
     models.generator.wake()
     stats["timing/weight_sync_s"] = time.perf_counter() - synced
     stats["perf/rss_gib"] = resident_gib()

@@ -45,6 +45,7 @@ class Completion:
 class Generator(Protocol):
     needs_weight_sync: bool
     streams: bool  # true: also a StreamingGenerator (rollout.turns: per_episode)
+    serves_adapter: bool  # true: also an AdapterServer (a LoRA policy's adapter travels, not its weights)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]: ...
 
@@ -53,6 +54,12 @@ class Generator(Protocol):
     def sleep(self) -> None: ...
 
     def wake(self) -> None: ...
+
+
+class AdapterServer(Generator, Protocol):
+    """A generator that keeps the frozen base and samples through the LoRA policy's adapter."""
+
+    def load_adapter(self, policy: torch.nn.Module) -> None: ...
 
 
 class StreamingGenerator(Generator, Protocol):

@@ -19,6 +19,7 @@ LOGITS_BUDGET_BYTES = 4 * 2**30  # generate keeps every step's logits: a 152K vo
 
 
 class HFGenerator:
+    serves_adapter = False  # samples from the policy module itself, or an unsharded copy of its weights
     def __init__(self, model, stop_id: int, pad_id: int, needs_weight_sync: bool = False, streams: bool = False):
         self.model = model
         self.stop_id = stop_id

@@ -8,6 +8,11 @@ buckets, are written to shared memory as safetensors and loaded by the engine's 
 values). Log-probs are vLLM's ``processed_logprobs`` (after temperature), the same distribution the
 trainer scores, so the trainer's recomputation measures desync (``rollout/logprob_gap``).
 
+With a LoRA policy (``max_loras`` > 0) the engine keeps the frozen base and serves the adapter instead:
+after each update ``load_adapter`` writes it (``grpo.rollout.adapters``) and the engine loads it under a
+fresh id, dropping the old one; every request carries it. The base never changes, so the engine sleeps
+at level 1 (weights kept in CPU memory) and no full weights travel.
+
 The engine runs in its own process (vLLM's default), which sees only this rank's GPU
 (``engine_visible_devices``). vLLM is imported here and only here; without it, constructing the
 generator says how to install it. Leaves out: tensor-parallel engines and CUDA-IPC weight transfer
@@ -21,6 +26,7 @@ import math
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,7 @@ from configkit import environ
 from grpo.config import TrainerConfig
 from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
+from grpo.rollout.adapters import AdapterShelf, AdapterVersion
 
 
 @dataclass(frozen=True)
@@ -46,13 +53,16 @@ class EngineSettings:
     weight_bucket_mb: int = 512
     seed: int = 0
     hf_overrides: dict[str, Any] | None = None
+    max_loras: int = 0  # adapters the engine holds at once (0: no LoRA; a LoRA trial's 1)
+    max_lora_rank: int = 0  # vLLM's max_lora_rank (one of the values it accepts: grpo.rollout.adapters.engine_lora_rank)
 
 
 def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSettings:
     """The engine a trial's rank runs, from ``rollout.vllm`` and the trial's limits (seeded per rank)."""
     from grpo.pretrained import vllm_hf_overrides
+    from grpo.rollout.adapters import engine_lora_rank
 
-    v, r = cfg.rollout.vllm, cfg.rollout
+    v, r, lora = cfg.rollout.vllm, cfg.rollout, cfg.model.lora
     return EngineSettings(
         model_dir=model_dir,
         max_model_len=r.max_input_length + r.max_generate_length,
@@ -60,15 +70,18 @@ def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSett
         dtype="bfloat16" if cfg.model.dtype == "bfloat16" else "float32",
         enforce_eager=v.enforce_eager,
         max_num_seqs=v.max_num_seqs,
-        sleep_level=v.sleep_level,
+        sleep_level=v.sleep_level if lora is None else 1,  # a LoRA engine's base never changes: kept through sleep
         weight_bucket_mb=v.weight_bucket_mb,
         seed=cfg.seed + rank,
         hf_overrides=vllm_hf_overrides(cfg.model, model_dir),
+        max_loras=0 if lora is None else 1,
+        max_lora_rank=0 if lora is None else engine_lora_rank(lora.rank),
     )
 
 
 def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
     """vLLM's engine arguments for ``settings`` (``LLM`` and the streaming engine's ``AsyncEngineArgs`` alike)."""
+    lora = dict(enable_lora=True, max_loras=settings.max_loras, max_lora_rank=settings.max_lora_rank) if settings.max_loras else {}
     return dict(
         model=settings.model_dir,
         skip_tokenizer_init=True,
@@ -81,6 +94,7 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
         seed=settings.seed,
         logprobs_mode="processed_logprobs",
         hf_overrides=settings.hf_overrides or {},
+        **lora,
     )
 
 
@@ -187,7 +201,8 @@ class VLLMGenerator(SleepingEngine):
     needs_weight_sync = True
     streams = False  # one batch per turn (rollout.turns: batched); per episode: grpo.rollout.vllm_stream
 
-    def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0):
+    def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0, adapter_name: str = "default"):
+        """``adapter_name``: the peft adapter the engine serves when ``settings.max_loras`` > 0 (a LoRA trial's)."""
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -195,6 +210,12 @@ class VLLMGenerator(SleepingEngine):
         environ.VLLM_ALLOW_INSECURE_SERIALIZATION.set_default("1")  # collective_rpc with our load function
         self.settings = settings
         self.stop_id = stop_id
+        self.serves_adapter = settings.max_loras > 0
+        self.adapter_name = adapter_name
+        self.adapter: AdapterVersion | None = None  # None: the base alone (a fresh adapter's B is 0: the same policy)
+        self.shelf = AdapterShelf(staging_dir(2**20)) if self.serves_adapter else None
+        if self.shelf is not None:
+            weakref.finalize(self, self.shelf.close)
         with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
             self.llm = LLM(**engine_kwargs(settings))
 
@@ -203,8 +224,22 @@ class VLLMGenerator(SleepingEngine):
 
         self.wake()
         params = vllm_sampling(sampling, self.stop_id)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        adapter = None if self.adapter is None else lora_request(self.adapter)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False, lora_request=adapter)
         return [completion_of(out.outputs[0]) for out in outputs]
+
+    def load_adapter(self, policy) -> None:
+        """The served adapter's new weights (after an update): written as its next version, loaded by the engine
+        under a fresh id, the old version dropped, stale prefixes reset. The base stays as it is."""
+        assert self.shelf is not None, "this engine serves no adapter (settings.max_loras is 0): use load_weights"
+        version, old = self.shelf.publish(policy, self.adapter_name)
+        self.wake()
+        self.llm.llm_engine.add_lora(lora_request(version))
+        if old is not None:
+            self.llm.llm_engine.remove_lora(old.id)
+            self.shelf.retire(old)
+        self.adapter = version
+        self._reset_prefix_cache()
 
     def _sleep(self, level: int) -> None:
         self.llm.sleep(level=level)
@@ -217,6 +252,13 @@ class VLLMGenerator(SleepingEngine):
 
     def _reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
+
+
+def lora_request(version: AdapterVersion):
+    """vLLM's request for a written adapter version (its id is what vLLM caches the adapter by)."""
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(version.name, version.id, version.path)
 
 
 def no_vllm(exc: ImportError) -> RuntimeError:

@@ -84,6 +84,7 @@ class VLLMStreamingGenerator(SleepingEngine):
 
     needs_weight_sync = True
     streams = True
+    serves_adapter = False  # LoRA: the batched engine only, for now (grpo.rollout.vllm.VLLMGenerator.load_adapter)
 
     def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0,
                  make_engine: Callable[[EngineSettings, int], Awaitable[StreamingEngine]] | None = None):
