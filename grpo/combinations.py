@@ -70,8 +70,6 @@ def pack_clashes(cfg: TrainerConfig, workers: int, gpu: bool) -> list[Clash]:
     if cfg.model.lora is None:
         clashes.append(Clash("trainer.model.lora", f"= None: packed trials share one frozen base, each training its own LoRA adapter; "
                                                    f"set it (e.g. {{rank: 16}}){why}"))
-    if cfg.rollout.backend == "vllm":
-        clashes.append(Clash("trainer.rollout.backend", f"= 'vllm': a pack samples with HF generate on its shared base; set it to hf{why}"))
     if cfg.rollout.turns == "per_episode":
         clashes.append(Clash("trainer.rollout.turns", f"= 'per_episode': a pack's members sample with plain batched turns; set it to batched{why}"))
     if workers > 1:

@@ -52,10 +52,11 @@ class LoraConfig(StrictModel):
 
 
 # Keys a pack of LoRA trials (``resources.trials_per_worker``, ``grpo.pack``) shares: they make or feed its one
-# base (the model, and the training tasks its warm-start saw), or are its process's. All else is the trial's
+# base (the model, and the training tasks its warm-start saw), or are its process's (and its one sampler's: the
+# rollout backend and its vLLM engine). All else is the trial's
 # (model.lora, model.micro_batch_size and micro_batch_tokens included: an adapter and how its update is chunked are a member's own).
 EVAL_SPLIT_KEYS = ("eval.ratio", "eval.split_seed", "eval.tasks_path", "eval.max_tasks", "eval.max_tasks_per_env")  # what picks the held-out tasks
-PACK_WIDE_KEYS = ("model", "env", "torch_threads", *EVAL_SPLIT_KEYS)
+PACK_WIDE_KEYS = ("model", "env", "torch_threads", "rollout.backend", "rollout.vllm", *EVAL_SPLIT_KEYS)
 
 
 def pack_wide(key: str) -> bool:

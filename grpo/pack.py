@@ -12,7 +12,11 @@ resumes alone or in any pack.
 Members may join and leave while others run (a Tune scheduler stops one trial; the next takes its place).
 Keys under ``grpo.config.PACK_WIDE_KEYS`` must be equal across a pack (they make its base), and so must
 the training tasks; a member that differs is refused with ``PackError`` naming the key.
-Leaves out: rollouts of several members in one batched forward (each member samples alone: on CPU a mixed
+With ``rollout.backend: vllm`` the pack holds one vLLM engine over the base and each member samples through
+its own adapter on it (``grpo.rollout.vllm.ServedAdapter``: its requests carry its adapter, its updates reload
+only that one; the engine holds up to the pack's capacity). Built and tested on CPU with vLLM stood in;
+refused until it runs on a GPU (the config refuses LoRA with vLLM, and packs refuse GPUs).
+Leaves out: rollouts of several members in one batch or at once (members step in turn; on CPU a mixed
 batch is slower, ``bench/mixed_adapters.py``), several
 ranks or a GPU (FSDP2 wraps the base before adapters are added: unverified, refused), and Tune itself.
 """
@@ -23,7 +27,7 @@ import random
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -37,7 +41,9 @@ from grpo.data import trial_tasks
 from grpo.distributed import on_gpu
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
+from grpo.rollout.adapters import engine_lora_rank
 from grpo.rollout.hf import HFGenerator
+from grpo.rollout.vllm import ServedAdapter
 from grpo.trainer import Progress, start_process, start_progress, train_step
 from toolenvs.seam import EnvBackend
 
@@ -81,14 +87,16 @@ class Member:
 class Pack:
     """The shared base and its members. Enter it to start the environments; ``join``, ``step``, ``leave``."""
 
-    def __init__(self, cfg: TrainerConfig):
-        """``cfg``: any member's config; its pack-wide keys are the pack's (every member must share them)."""
+    def __init__(self, cfg: TrainerConfig, capacity: int = 1):
+        """``cfg``: any member's config; its pack-wide keys are the pack's (every member must share them).
+        ``capacity``: members at once (the adapters a vLLM engine holds)."""
         self.cfg = cfg
         self.ranks = start_process(cfg.model_copy(update={"output_dir": None}))
         refuse(pack_clashes(cfg, self.ranks.world, on_gpu()), PackError)
         self.train_tasks, self.eval_tasks = trial_tasks(cfg)
-        tokenizer, self._load, _ = policy_source(cfg, self.train_tasks, self.ranks)
+        tokenizer, self._load, model_dir = policy_source(cfg, self.train_tasks, self.ranks)
         self.chat = ChatFormat(tokenizer)
+        self.engine = shared_engine(cfg, model_dir, capacity, self.chat.end_id) if cfg.rollout.backend == "vllm" else None
         self.policy: torch.nn.Module | None = None  # the PeftModel, made when the first member joins
         self.members: dict[str, Member] = {}
         self._envs = open_environments(cfg, self.train_tasks + self.eval_tasks)
@@ -106,6 +114,10 @@ class Pack:
     def join(self, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None) -> Member:
         """Add a trial: its adapter (drawn from its seed), optimizer and progress, from ``cfg.resume_from`` when set."""
         check_packable(self.cfg, cfg)
+        if self.engine is not None and cfg.model.lora is not None and engine_lora_rank(cfg.model.lora.rank) > self.engine.settings.max_lora_rank:
+            raise PackError(f"model.lora.rank {cfg.model.lora.rank} is above the pack's vLLM engine's max_lora_rank "
+                            f"{self.engine.settings.max_lora_rank} (its first member's rank, rounded up to vLLM's values): "
+                            "start the pack with its largest rank, or sweep the rank with resources.trials_per_worker: 1")
         train_tasks, eval_tasks = trial_tasks(cfg)
         if [t.task_key for t in train_tasks] != [t.task_key for t in self.train_tasks]:
             raise PackError("a packed trial must train on the pack's tasks (its base was warm-started on them); "
@@ -122,7 +134,10 @@ class Pack:
             self._activate(name)
             optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
             reference = AdapterOff(self.policy) if cfg.algorithm.kl_coef > 0 else None
-            generator = HFGenerator(self.policy, stop_id=self.chat.end_id, pad_id=self.chat.pad_id)
+            if self.engine is not None:
+                generator = ServedAdapter(self.engine, name)
+            else:
+                generator = HFGenerator(self.policy, stop_id=self.chat.end_id, pad_id=self.chat.pad_id)
             models = Models(self.chat, self.policy, reference, optimizer, generator, self.ranks)
             progress = start_progress(cfg, models, train_tasks, eval_tasks, base_eval)  # seeds, then resumes
             member = Member(name, cfg, models, progress, RngState.now(), progress.first_step)
@@ -144,6 +159,8 @@ class Pack:
     def leave(self, member: Member) -> None:
         """Drop a member: its adapter, optimizer state and progress go; the base stays for the next to join."""
         self.members.pop(member.name, None)
+        if self.engine is not None:
+            self.engine.drop_adapter(member.name)
         if self.policy is not None and len(self.policy.peft_config) > 1:
             with warnings.catch_warnings():  # peft says which adapter it made active instead: the next step sets its own
                 warnings.filterwarnings("ignore", message=f"Adapter {member.name} was active which is now deleted")
@@ -166,6 +183,13 @@ class Pack:
     def _activate(self, name: str) -> None:
         assert self.policy is not None
         self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
+
+
+def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int):
+    """The pack's one vLLM engine over its base, holding up to ``capacity`` adapters (``grpo.rollout.vllm``)."""
+    from grpo.rollout.vllm import VLLMGenerator, engine_settings
+
+    return VLLMGenerator(replace(engine_settings(cfg, model_dir, 0), max_loras=capacity), stop_id)
 
 
 def check_packable(pack: TrainerConfig, trial: TrainerConfig) -> None:
@@ -202,7 +226,7 @@ def _get(tree: dict[str, Any], key: str) -> Any:
 def train_packed(cfgs: Sequence[TrainerConfig], reporters: Sequence[Reporter]) -> None:
     """Run K trials as one pack, round robin, one step each in turn, until every one has run its steps
     (``grpo.trainer.train`` for K trials at once; each reports to its own reporter)."""
-    with Pack(cfgs[0]) as pack:
+    with Pack(cfgs[0], len(cfgs)) as pack:
         members = [pack.join(cfg) for cfg in cfgs]
         while any(not m.done for m in members):
             for member, reporter in zip(members, reporters):

@@ -212,34 +212,52 @@ class VLLMGenerator(SleepingEngine):
         self.stop_id = stop_id
         self.serves_adapter = settings.max_loras > 0
         self.adapter_name = adapter_name
-        self.adapter: AdapterVersion | None = None  # None: the base alone (a fresh adapter's B is 0: the same policy)
         self.shelf = AdapterShelf(staging_dir(2**20)) if self.serves_adapter else None
         if self.shelf is not None:
             weakref.finalize(self, self.shelf.close)
         with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
             self.llm = LLM(**engine_kwargs(settings))
 
+    @property
+    def adapter(self) -> AdapterVersion | None:
+        """The served adapter's current version; None before its first load (the base alone: a fresh adapter's B is 0)."""
+        return None if self.shelf is None else self.shelf.current.get(self.adapter_name)
+
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        return self.generate_as(self.adapter_name, prompts, sampling)
+
+    def generate_as(self, name: str, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """Sample through adapter ``name``'s current version (the base when it has none, or the engine serves none)."""
         from vllm.inputs import TokensPrompt
 
         self.wake()
         params = vllm_sampling(sampling, self.stop_id)
-        adapter = None if self.adapter is None else lora_request(self.adapter)
+        version = None if self.shelf is None else self.shelf.current.get(name)
+        adapter = None if version is None else lora_request(version)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False, lora_request=adapter)
         return [completion_of(out.outputs[0]) for out in outputs]
 
-    def load_adapter(self, policy) -> None:
-        """The served adapter's new weights (after an update): written as its next version, loaded by the engine
-        under a fresh id, the old version dropped, stale prefixes reset. The base stays as it is."""
+    def load_adapter(self, policy, name: str | None = None) -> None:
+        """Adapter ``name``'s (default: the served one's) new weights, after an update: written as its next version,
+        loaded by the engine under a fresh id, the old version dropped, stale prefixes reset. The base stays."""
         assert self.shelf is not None, "this engine serves no adapter (settings.max_loras is 0): use load_weights"
-        version, old = self.shelf.publish(policy, self.adapter_name)
+        version, old = self.shelf.publish(policy, name or self.adapter_name)
         self.wake()
         self.llm.llm_engine.add_lora(lora_request(version))
         if old is not None:
-            self.llm.llm_engine.remove_lora(old.id)
-            self.shelf.retire(old)
-        self.adapter = version
+            self._drop(old)
         self._reset_prefix_cache()
+
+    def drop_adapter(self, name: str) -> None:
+        """Adapter ``name`` leaves the engine (a pack's member that left): its version unloaded and deleted."""
+        version = None if self.shelf is None else self.shelf.current.pop(name, None)
+        if version is not None:
+            self._drop(version)
+
+    def _drop(self, version: AdapterVersion) -> None:
+        self.llm.llm_engine.remove_lora(version.id)
+        assert self.shelf is not None
+        self.shelf.retire(version)
 
     def _sleep(self, level: int) -> None:
         self.llm.sleep(level=level)
@@ -252,6 +270,30 @@ class VLLMGenerator(SleepingEngine):
 
     def _reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
+
+
+class ServedAdapter:
+    """One adapter's generator on an engine that serves several (a pack's member on the pack's engine): its
+    requests carry its own adapter, and its updates reload only that adapter. Sleep and wake are the engine's."""
+
+    needs_weight_sync = True
+    streams = False
+    serves_adapter = True
+
+    def __init__(self, engine: VLLMGenerator, name: str):
+        self.engine, self.name = engine, name
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        return self.engine.generate_as(self.name, prompts, sampling)
+
+    def load_adapter(self, policy) -> None:
+        self.engine.load_adapter(policy, self.name)
+
+    def sleep(self) -> None:
+        self.engine.sleep()
+
+    def wake(self) -> None:
+        self.engine.wake()
 
 
 def lora_request(version: AdapterVersion):

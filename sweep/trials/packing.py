@@ -38,7 +38,7 @@ class PackHost:
         from grpo.pack import Pack
 
         self.capacity = capacity
-        self.pack = Pack(pack_cfg).__enter__()
+        self.pack = Pack(pack_cfg, capacity).__enter__()
         self.members: dict[str, Any] = {}
         self.last_seen: dict[str, float] = {}
 

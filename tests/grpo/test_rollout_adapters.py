@@ -109,22 +109,26 @@ class StandInLLM:
         self.calls.append(("reset_prefix_cache",))
 
 
-@pytest.fixture
-def stand_in_vllm(monkeypatch):
-    """vLLM's modules as the generator imports them, with ``StandInLLM`` as the engine."""
+def install_stand_in_vllm(monkeypatch, llm: type) -> None:
+    """vLLM's modules as the generator imports them, with ``llm`` as its ``LLM``, and no GPU in view."""
     vllm = types.ModuleType("vllm")
-    vllm.LLM = StandInLLM
+    vllm.LLM = llm
     vllm.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)
     inputs = types.ModuleType("vllm.inputs")
     inputs.TokensPrompt = dict
-    lora = types.ModuleType("vllm.lora")
     request = types.ModuleType("vllm.lora.request")
     request.LoRARequest = lambda name, lora_id, path: SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path)
-    for name, module in {"vllm": vllm, "vllm.inputs": inputs, "vllm.lora": lora, "vllm.lora.request": request}.items():
+    for name, module in {"vllm": vllm, "vllm.inputs": inputs, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": request}.items():
         monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tiny_base, stand_in_vllm, monkeypatch):
+@pytest.fixture
+def stand_in_vllm(monkeypatch):
+    install_stand_in_vllm(monkeypatch, StandInLLM)
+
+
+def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tiny_base, stand_in_vllm):
     """A LoRA trial's engine: built with LoRA on at the rank it needs, sleeping at level 1 (the base stays); the
     base alone until the first load, then every request with the current version; each load a fresh id, the old
     one removed and its folder deleted, stale prefixes reset."""
@@ -132,7 +136,6 @@ def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tin
     assert (settings.max_loras, settings.max_lora_rank, settings.sleep_level) == (1, 8, 1)
     assert {k: engine_kwargs(settings)[k] for k in ("enable_lora", "max_loras", "max_lora_rank")} == {"enable_lora": True, "max_loras": 1, "max_lora_rank": 8}
     assert "enable_lora" not in engine_kwargs(EngineSettings("m", max_model_len=64))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     generator = VLLMGenerator(settings, stop_id=7)
     engine = generator.llm
     policy = _policy(tiny_base)

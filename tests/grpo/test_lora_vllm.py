@@ -1,0 +1,158 @@
+"""LoRA trials and packs sampled the way vLLM serves adapters, on CPU: the engine keeps the base and each request
+names an adapter it loaded from the folder the trainer wrote. vLLM needs CUDA, so ``HFBackedLLM`` stands in for
+its ``LLM``: the base read from the model folder, each adapter read back by peft from its folder when the engine
+is told to add it (and forgotten when told to remove it: a request naming a stale id fails), sampled by our HF
+generator. A trial (or a pack) sampled that way reports what it reports sampled by HF from the policy itself,
+step for step, only when every update's adapter reaches the engine under the right name. The real engine runs
+in ``tests/gpu/test_vllm_lora.py``; the config refuses LoRA with vLLM until it passes there, so these tests build
+their configs with the backend set after validation."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from grpo.chat import ChatFormat
+from grpo.config import TrainerConfig
+from grpo.pack import Pack, PackError, train_packed
+from grpo.policy import load_policy
+from grpo.reporting import ListReporter
+from grpo.rollout import SamplingParams
+from grpo.rollout.hf import HFGenerator
+from grpo.tiny import load_tiny_tokenizer
+from grpo.trainer import train
+from tests.grpo.test_pack import BASE, TRIALS, _alone, _assert_same_reports, _cfg
+from tests.grpo.test_rollout_adapters import install_stand_in_vllm
+
+pytestmark = pytest.mark.slow
+
+
+class HFBackedLLM:
+    """vLLM's ``LLM`` with LoRA on, in HF: what it was built with, and every adapter call, recorded."""
+
+    built: list[HFBackedLLM] = []
+
+    def __init__(self, model: str, **kwargs):
+        self.model_dir, self.kwargs = model, kwargs
+        self.pad_id = ChatFormat(load_tiny_tokenizer(model)).pad_id
+        self.base = self._load()
+        self.adapters: dict[int, torch.nn.Module] = {}
+        self.calls: list[tuple] = []
+        self.llm_engine = SimpleNamespace(add_lora=self._add, remove_lora=self._remove)
+        HFBackedLLM.built.append(self)
+
+    def _load(self, adapter: str | None = None) -> torch.nn.Module:
+        from peft import PeftModel
+
+        with torch.random.fork_rng(devices=[]):  # building layers draws their initial weights: not the trial's draws
+            model = load_policy(self.model_dir, False)
+            return model if adapter is None else PeftModel.from_pretrained(model, adapter).eval()
+
+    def _add(self, request) -> bool:
+        self.adapters[request.lora_int_id] = self._load(request.lora_path)
+        self.calls.append(("add_lora", request.lora_name, request.lora_int_id))
+        return True
+
+    def _remove(self, lora_id: int) -> bool:
+        del self.adapters[lora_id]
+        self.calls.append(("remove_lora", lora_id))
+        return True
+
+    def generate(self, prompts, params, use_tqdm=False, lora_request=None):
+        model = self.base if lora_request is None else self.adapters[lora_request.lora_int_id]
+        self.calls.append(("generate", None if lora_request is None else lora_request.lora_name))
+        sampling = SamplingParams(max_new_tokens=params.max_tokens, temperature=params.temperature, seed=params.seed)
+        done = HFGenerator(model, stop_id=params.stop_token_ids[0], pad_id=self.pad_id).generate([p["prompt_token_ids"] for p in prompts], sampling)
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=c.token_ids, finish_reason=c.finish_reason,
+                                                         logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(c.token_ids, c.logprobs)])])
+                for c in done]
+
+    def sleep(self, level: int) -> None:
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags=None) -> None:
+        self.calls.append(("wake_up", tags))
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+
+@pytest.fixture
+def hf_backed_vllm(monkeypatch):
+    """``HFBackedLLM`` as vLLM's engine (``install_stand_in_vllm``); yields the engines built."""
+    install_stand_in_vllm(monkeypatch, HFBackedLLM)
+    HFBackedLLM.built.clear()
+    yield HFBackedLLM.built
+    HFBackedLLM.built.clear()
+
+
+def _on_vllm(cfg: TrainerConfig) -> TrainerConfig:
+    """``cfg`` sampled by vLLM (set after validation: the config refuses LoRA with vLLM until the GPU test passes)."""
+    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm"})})
+
+
+def test_a_lora_trial_sampled_through_the_engine_reports_what_it_reports_with_hf(hf_backed_vllm, monkeypatch):
+    """Three steps of a LoRA trial whose engine samples each update's adapter: the same reports as the trial sampled
+    by HF from the policy itself, the sampler's log-probs the policy's; the engine was built with LoRA on, slept
+    at level 1, and took a fresh id per update. With the adapter never reloaded, the reports part at step 2."""
+    cfg = _cfg(TRIALS[1])
+    reporter = ListReporter()
+    train(_on_vllm(cfg), reporter)
+    _assert_same_reports(reporter, _alone(1), "LoRA on the engine vs HF")
+    assert all(m["rollout/logprob_gap"] < 1e-5 for _, m in reporter.reports)
+    (engine,) = hf_backed_vllm
+    assert (engine.kwargs["enable_lora"], engine.kwargs["max_loras"], engine.kwargs["max_lora_rank"]) == (True, 1, 8)
+    adds = [c for c in engine.calls if c[0] == "add_lora"]
+    assert [c[2] for c in adds] == [1, 2, 3] and {c[1] for c in adds} == {"default"}
+    assert ("sleep", 1) in engine.calls and [c[1] for c in engine.calls if c[0] == "remove_lora"] == [1, 2]
+
+    import grpo.rollout.vllm as vllm_generator
+
+    monkeypatch.setattr(vllm_generator.VLLMGenerator, "load_adapter", lambda self, policy, name=None: None)
+    stale = ListReporter()
+    train(_on_vllm(cfg), stale)
+    assert stale.reports[0][1]["rollout/logprob_gap"] < 1e-5  # step 1 samples the fresh adapter: the base, alike
+    assert all(m["rollout/logprob_gap"] > 1e-3 for _, m in stale.reports[1:])  # then the sampler lags the policy
+
+
+def test_packed_trials_on_one_engine_each_sample_their_own_adapter(hf_backed_vllm):
+    """Two LoRA trials packed on one engine (capacity 2) report what each reports alone with HF, step for step: each
+    member's requests named its own adapter, each update reloaded only that one, and a member that leaves takes
+    its adapter out of the engine."""
+    cfgs = [_on_vllm(_cfg(TRIALS[i])) for i in (0, 1)]
+    packed = [ListReporter(), ListReporter()]
+    train_packed(cfgs, packed)
+    for i, reporter in enumerate(packed):
+        _assert_same_reports(reporter, _alone(i), f"member {i} on the engine vs alone with HF")
+    (engine,) = hf_backed_vllm
+    assert engine.kwargs["max_loras"] == 2
+    generates = [c[1] for c in engine.calls if c[0] == "generate"]
+    assert {"trial_0", "trial_1"} <= set(generates) and None in generates[:2]  # before a member's first update: the base (its B is 0)
+    adds = [c for c in engine.calls if c[0] == "add_lora"]
+    assert sorted(c[1] for c in adds) == ["trial_0"] * 3 + ["trial_1"] * 3 and len({c[2] for c in adds}) == 6
+
+    with Pack(cfgs[0], 1) as pack:
+        member = pack.join(cfgs[0])
+        pack.step(member)
+        one = HFBackedLLM.built[-1]
+        assert list(one.adapters) == [1]
+        pack.leave(member)
+        assert one.adapters == {} and one.calls[-1] == ("remove_lora", 1)
+
+
+def test_a_pack_engine_refuses_a_member_whose_rank_it_cannot_hold(hf_backed_vllm):
+    first = _on_vllm(_cfg({}))  # rank 2: the engine holds ranks up to 8
+    wide = _on_vllm(_cfg({"model": {**BASE["model"], "lora": {"rank": 16, "alpha": 32.0}}}))
+    with Pack(first, 2) as pack:
+        with pytest.raises(PackError, match=r"model.lora.rank 16 is above the pack's vLLM engine's max_lora_rank 8"):
+            pack.join(wide)
+
+
+def test_a_pack_shares_its_sampler_settings():
+    """The backend and the engine's settings are the pack's: a member that differs is refused by name."""
+    from grpo.pack import check_packable
+
+    with pytest.raises(PackError, match=r"'rollout.vllm.gpu_memory_utilization' \(0.3 vs 0.5\)"):
+        check_packable(_cfg({}), _cfg({"rollout": {**BASE["rollout"], "vllm": {"gpu_memory_utilization": 0.5}}}))
