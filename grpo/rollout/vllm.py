@@ -15,8 +15,11 @@ at level 1 (weights kept in CPU memory) and no full weights travel.
 
 The engine runs in its own process (vLLM's default), which sees only this rank's GPU
 (``engine_visible_devices``). vLLM is imported here and only here; without it, constructing the
-generator says how to install it. Leaves out: tensor-parallel engines and CUDA-IPC weight transfer
-(needs Ray on the GPU machine); the weights go through /dev/shm instead.
+generator says how to install it. A second weight route, CUDA IPC (``EngineSettings.weight_route`` "ipc"):
+each bucket cast on the GPU into one flat buffer whose IPC handle (torch's own reduction, pickled to bytes)
+goes through the same RPC, the engine's worker opening the buffer in place and loading views of it: no copy
+through host memory, no Ray. Built and measured by ``bench/weight_sync_gpu.py``; not a config key until it
+has run on a GPU. Leaves out: tensor-parallel engines.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class EngineSettings:
     hf_overrides: dict[str, Any] | None = None
     max_loras: int = 0  # adapters the engine holds at once (0: no LoRA; a LoRA trial's 1)
     max_lora_rank: int = 0  # vLLM's max_lora_rank (one of the values it accepts: grpo.rollout.adapters.engine_lora_rank)
+    weight_route: str = "shm"  # how full weights travel: "shm" safetensors files in /dev/shm, "ipc" CUDA IPC handles (unverified)
 
 
 def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSettings:
@@ -157,6 +161,57 @@ def load_weights_file(worker, path: str) -> int:
     return len(tensors)
 
 
+def flat_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int, dtype, device) -> Iterator[tuple[Any, list[tuple[str, list[int], int]]]]:
+    """``weights`` cast to ``dtype`` on ``device``, in buckets of at most ``bucket_bytes`` (``weight_buckets``), each
+    one flat buffer with its layout: (name, shape, offset in elements) per tensor, in order."""
+    import torch
+
+    cast = ((name, t.detach().to(device=device, dtype=dtype)) for name, t in weights)
+    for bucket in weight_buckets(cast, bucket_bytes):
+        buffer = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=device)
+        layout, offset = [], 0
+        for name, tensor in bucket:
+            buffer[offset : offset + tensor.numel()].copy_(tensor.reshape(-1))
+            layout.append((name, list(tensor.shape), offset))
+            offset += tensor.numel()
+        yield buffer, layout
+
+
+def bucket_views(buffer, layout: list[tuple[str, list[int], int]]) -> list[tuple[str, Any]]:
+    """The named tensors of a flat bucket, as views of it (no copy)."""
+    return [(name, buffer[offset : offset + math.prod(shape)].view(shape)) for name, shape, offset in layout]
+
+
+def load_weights_shared(worker, payload: bytes) -> int:
+    """Runs inside the engine's worker process: open a bucket the trainer shared by CUDA IPC and load its views in
+    place. The handle names the trainer's device ordinal; this process numbers its one GPU from 0, so the ordinal
+    is replaced by its own (torch's CUDA reduction: the device is the seventh argument)."""
+    import pickle
+
+    import torch
+
+    rebuild, args, layout = pickle.loads(payload)
+    args = list(args)
+    args[6] = torch.cuda.current_device()
+    buffer = rebuild(*args)
+    worker.model_runner.get_model().load_weights(bucket_views(buffer, layout))
+    torch.cuda.synchronize()  # the trainer frees or reuses the buffer once this call returns
+    return len(layout)
+
+
+def share_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, call: Callable[[Callable, Any], object]) -> None:
+    """The policy's full parameters, cast on the GPU into flat buckets, each sent as a CUDA IPC handle: ``call(fn,
+    payload)`` runs ``fn(worker, payload)`` in the engine's workers and returns when they have loaded it."""
+    import pickle
+
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    for buffer, layout in flat_buckets(weights, settings.weight_bucket_mb * 2**20, _torch_dtype(settings.dtype), "cuda"):
+        rebuild, args = reduce_tensor(buffer)
+        call(load_weights_shared, pickle.dumps((rebuild, args, layout)))  # bytes: RPC arguments other than plain data arrive changed
+        del buffer
+
+
 class SleepingEngine:
     """The sleep, wake and weight-load rules both vLLM generators follow (``VLLMGenerator`` and the streaming
     ``grpo.rollout.vllm_stream.VLLMStreamingGenerator``); each gives its engine's four calls."""
@@ -168,7 +223,8 @@ class SleepingEngine:
 
     def _wake(self, tags: list[str] | None) -> None: ...
 
-    def _load_file(self, path: str) -> None: ...
+    def _call_workers(self, fn: Callable, arg: Any) -> None:
+        """Run ``fn(worker, arg)`` in the engine's workers (``collective_rpc``) and wait for it."""
 
     def _reset_prefix_cache(self) -> None: ...
 
@@ -186,11 +242,15 @@ class SleepingEngine:
             self.asleep = False
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Load the policy's full parameters (in the engine's dtype) bucket by bucket (``stage_weights``), then drop
-        stale prefixes (cached keys and values of the old weights)."""
+        """Load the policy's full parameters (in the engine's dtype) bucket by bucket, by the settings' route
+        (``stage_weights`` through /dev/shm, or ``share_weights`` by CUDA IPC), then drop stale prefixes (cached
+        keys and values of the old weights)."""
         if self.asleep:
             self._wake(["weights"])
-        stage_weights(weights, self.settings, self._load_file)
+        if self.settings.weight_route == "ipc":
+            share_weights(weights, self.settings, self._call_workers)
+        else:
+            stage_weights(weights, self.settings, lambda path: self._call_workers(load_weights_file, path))
         if self.asleep:
             self._wake(["kv_cache"])
             self.asleep = False
@@ -265,8 +325,8 @@ class VLLMGenerator(SleepingEngine):
     def _wake(self, tags: list[str] | None) -> None:
         self.llm.wake_up(tags=tags)
 
-    def _load_file(self, path: str) -> None:
-        self.llm.collective_rpc(load_weights_file, args=(path,))
+    def _call_workers(self, fn: Callable, arg: Any) -> None:
+        self.llm.collective_rpc(fn, args=(arg,))
 
     def _reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()

@@ -40,7 +40,7 @@ class StreamingEngine(Protocol):
 
     async def wake_up(self, tags: list[str] | None = None) -> None: ...
 
-    async def load_file(self, path: str) -> None: ...
+    async def call_workers(self, fn: Callable, arg: Any) -> None: ...
 
     async def reset_prefix_cache(self) -> None: ...
 
@@ -126,8 +126,8 @@ class VLLMStreamingGenerator(SleepingEngine):
     def _wake(self, tags: list[str] | None) -> None:
         self.loop.call(lambda: self.engine.wake_up(tags))
 
-    def _load_file(self, path: str) -> None:
-        self.loop.call(lambda: self.engine.load_file(path))
+    def _call_workers(self, fn: Callable, arg: Any) -> None:
+        self.loop.call(lambda: self.engine.call_workers(fn, arg))
 
     def _reset_prefix_cache(self) -> None:
         self.loop.call(self.engine.reset_prefix_cache)
@@ -182,10 +182,8 @@ class AsyncVLLM:
     async def wake_up(self, tags: list[str] | None = None) -> None:
         await self.engine.wake_up(tags)
 
-    async def load_file(self, path: str) -> None:
-        from grpo.rollout.vllm import load_weights_file
-
-        await self.engine.collective_rpc(load_weights_file, args=(path,))
+    async def call_workers(self, fn: Callable, arg: Any) -> None:
+        await self.engine.collective_rpc(fn, args=(arg,))
 
     async def reset_prefix_cache(self) -> None:
         await self.engine.reset_prefix_cache()

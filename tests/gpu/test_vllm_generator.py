@@ -37,7 +37,9 @@ def _gap(model, prompts, completions) -> float:
 
 
 @pytest.mark.timeout(600)
-def test_generate_sleep_and_weight_sync(model_05b):
+@pytest.mark.parametrize("route", ["shm", "ipc"])
+def test_generate_sleep_and_weight_sync(model_05b, route):
+    """Either weight route (/dev/shm files, or CUDA IPC handles: ``EngineSettings.weight_route``)."""
     needs_vllm()
     from transformers import AutoModelForCausalLM
 
@@ -47,7 +49,8 @@ def test_generate_sleep_and_weight_sync(model_05b):
 
     policy = AutoModelForCausalLM.from_pretrained(model_05b, dtype=torch.float32).cuda().eval()
     stop = 7
-    engine = VLLMGenerator(EngineSettings(model_05b, max_model_len=512, gpu_memory_utilization=0.35, enforce_eager=True), stop_id=stop)
+    engine = VLLMGenerator(EngineSettings(model_05b, max_model_len=512, gpu_memory_utilization=0.35, enforce_eager=True, weight_route=route),
+                           stop_id=stop)
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(10, 150000, (24,), generator=g).tolist() for _ in range(16)]
     sampling = SamplingParams(max_new_tokens=32, temperature=1.0)

@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from grpo.rollout import check_logprob_gap
-from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_visible_devices, visible_devices, weight_buckets
+from grpo.rollout.vllm import (
+    EngineSettings,
+    VLLMGenerator,
+    bucket_views,
+    engine_visible_devices,
+    flat_buckets,
+    visible_devices,
+    weight_buckets,
+)
 from grpo.rollout.vllm_stream import VLLMStreamingGenerator
 
 
@@ -46,6 +54,21 @@ def test_weight_buckets_respect_the_size_and_keep_order():
     assert [[name for name, _ in b] for b in buckets] == [["w0", "w1", "w2"], ["w3"], ["w4"]]  # w3 (1200 B) travels alone
     assert [name for b in buckets for name, _ in b] == [name for name, _ in weights]
     assert list(weight_buckets(iter([]), 10)) == []
+
+
+def test_flat_buckets_hold_each_tensor_cast_and_give_it_back_as_a_view():
+    """The CUDA IPC route's buckets (one flat buffer each, as ``weight_buckets`` groups them): every tensor back by
+    name, in the engine's dtype, equal to the original, and a view of its bucket (what the worker loads, uncopied)."""
+    g = torch.Generator().manual_seed(0)
+    weights = [(f"w{i}", torch.randn(shape, generator=g)) for i, shape in enumerate([(10, 10), (200,), (3, 5, 4), (400,), (7,)])]
+    buckets = list(flat_buckets(iter(weights), bucket_bytes=800, dtype=torch.bfloat16, device="cpu"))  # 2 bytes each
+    assert [[name for name, _, _ in layout] for _, layout in buckets] == [["w0", "w1", "w2"], ["w3"], ["w4"]]  # 720 B, 800 B, 14 B
+    back = [pair for buffer, layout in buckets for pair in bucket_views(buffer, layout)]
+    assert [name for name, _ in back] == [name for name, _ in weights]
+    for (name, got), (_, want), (buffer, _) in zip(back, weights, [(b, lay) for b, lay in buckets for _ in lay]):
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape and torch.equal(got, want.to(torch.bfloat16)), name
+        assert got.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()  # a view, not a copy
+    assert buckets[0][1] == [("w0", [10, 10], 0), ("w1", [200], 100), ("w2", [3, 5, 4], 300)]
 
 
 @pytest.mark.parametrize("engine", [VLLMGenerator, VLLMStreamingGenerator], ids=["batched", "streaming"])

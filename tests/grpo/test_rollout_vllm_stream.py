@@ -57,8 +57,9 @@ class StandInEngine:
     async def wake_up(self, tags=None) -> None:
         self._note("wake_up", tags)
 
-    async def load_file(self, path: str) -> None:
-        self._note("load_file", sorted(load_file(path)))  # read now: the next bucket overwrites the file
+    async def call_workers(self, fn, arg) -> None:
+        assert fn.__name__ == "load_weights_file"  # the /dev/shm route
+        self._note("load_file", sorted(load_file(arg)))  # read now: the next bucket overwrites the file
 
     async def reset_prefix_cache(self) -> None:
         self._note("reset_prefix_cache")
