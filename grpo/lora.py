@@ -6,7 +6,8 @@ the adapter's A and B matrices train (B starts at zero, so the adapted policy st
 policy's forward inside ``disable_adapter()``. Checkpoints keep the trainable parameters only
 (``grpo.checkpoint``), so a LoRA checkpoint is the adapter and its optimizer state.
 ``add_adapter`` puts another on the same base (packed trials, ``grpo.pack``). Leaves out: merging the adapter into the base, LoRA on
-FSDP2-sharded ranks or with a vLLM sampler (refused in ``grpo.build`` and ``grpo.config``).
+FSDP2-sharded ranks (refused in ``grpo.combinations``) or with a vLLM sampler (built: the engine serves the
+adapter, ``grpo.rollout.adapters``; refused in ``grpo.config`` until it has run on a GPU).
 """
 
 from __future__ import annotations
