@@ -1,11 +1,11 @@
 """A LoRA adapter served by a vLLM engine (``model.lora`` with ``rollout.backend: vllm``), without vLLM.
 
 After each update the trained adapter is written as a peft folder (``adapter_config.json`` and
-``adapter_model.safetensors``, the format vLLM's LoRA loader reads) under a fresh id: vLLM caches an
-adapter by its id, so a new id makes the engine load the new weights, and the old id is dropped. The
-base never changes, so the engine loads it once. One engine can hold several named adapters (a pack's
-members): each name has its own versions. ``grpo.rollout.vllm`` asks the engine; this module only
-writes and counts. Imports no vLLM.
+``adapter_model.safetensors``, the format vLLM's LoRA loader reads) under a fresh id and a name unique to
+the version: vLLM caches an adapter by its id and keys its prefix cache by its name, so neither can serve
+the old weights; the old id is dropped. The base never changes, so the engine loads it once. One engine
+can hold several named adapters (a pack's members): each name has its own versions. ``grpo.rollout.vllm``
+asks the engine; this module only writes and counts. Imports no vLLM.
 """
 
 from __future__ import annotations
@@ -37,12 +37,17 @@ class AdapterVersion:
     id: int
     path: str
 
+    @property
+    def served_name(self) -> str:
+        """vLLM's ``lora_name`` for this version: unique per version (vLLM keys cached prefixes by it)."""
+        return f"{self.name}-{self.id}"
+
 
 def adapter_tensors(policy: torch.nn.Module, name: str) -> dict[str, torch.Tensor]:
     """Adapter ``name``'s weights under the names peft saves them by (adapter name left out), whole and on CPU."""
     from peft import get_peft_model_state_dict
 
-    state = get_peft_model_state_dict(policy, adapter_name=name)
+    state = get_peft_model_state_dict(policy, adapter_name=name, save_embedding_layers=False)  # "auto" looks the base up (the hub)
     out = {}
     for key, value in state.items():
         value = value.detach()
@@ -69,13 +74,16 @@ class AdapterShelf:
         self._ids = itertools.count(1)
         self.current: dict[str, AdapterVersion] = {}
 
-    def publish(self, policy: torch.nn.Module, name: str) -> tuple[AdapterVersion, AdapterVersion | None]:
-        """Write adapter ``name`` as its next version: (the new version, the one it replaces or None)."""
+    def write(self, policy: torch.nn.Module, name: str) -> AdapterVersion:
+        """Adapter ``name`` written as a new version (not yet current: ``commit`` once the engine has it)."""
         number = next(self._ids)
-        version = AdapterVersion(name, number, str(write_adapter(policy, name, self.root / f"{name}-{number}")))
-        old = self.current.get(name)
-        self.current[name] = version
-        return version, old
+        return AdapterVersion(name, number, str(write_adapter(policy, name, self.root / f"{name}-{number}")))
+
+    def commit(self, version: AdapterVersion) -> AdapterVersion | None:
+        """``version`` is its name's current one; returns the one it replaces (to ``retire``), or None."""
+        old = self.current.get(version.name)
+        self.current[version.name] = version
+        return old
 
     def retire(self, version: AdapterVersion) -> None:
         """Delete a replaced version's folder (once the engine has let it go)."""

@@ -204,12 +204,14 @@ def share_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, 
     payload)`` runs ``fn(worker, payload)`` in the engine's workers and returns when they have loaded it."""
     import pickle
 
+    import torch
     from torch.multiprocessing.reductions import reduce_tensor
 
     for buffer, layout in flat_buckets(weights, settings.weight_bucket_mb * 2**20, _torch_dtype(settings.dtype), "cuda"):
         rebuild, args = reduce_tensor(buffer)
         call(load_weights_shared, pickle.dumps((rebuild, args, layout)))  # bytes: RPC arguments other than plain data arrive changed
         del buffer
+    torch.cuda.ipc_collect()  # free the shared blocks the engine has let go of
 
 
 class SleepingEngine:
@@ -299,14 +301,20 @@ class VLLMGenerator(SleepingEngine):
 
     def load_adapter(self, policy, name: str | None = None) -> None:
         """Adapter ``name``'s (default: the served one's) new weights, after an update: written as its next version,
-        loaded by the engine under a fresh id, the old version dropped, stale prefixes reset. The base stays."""
+        the old version unloaded first (with every slot taken, vLLM would make room by evicting another member's
+        adapter), the new one loaded under a fresh id and name (so no cached prefix of the old one is reused), the
+        old folder deleted. The base stays."""
         assert self.shelf is not None, "this engine serves no adapter (settings.max_loras is 0): use load_weights"
-        version, old = self.shelf.publish(policy, name or self.adapter_name)
+        name = name or self.adapter_name
+        version = self.shelf.write(policy, name)
         self.wake()
-        self.llm.llm_engine.add_lora(lora_request(version))
+        old = self.shelf.current.get(name)
         if old is not None:
-            self._drop(old)
-        self._reset_prefix_cache()
+            self.llm.llm_engine.remove_lora(old.id)
+        if not self.llm.llm_engine.add_lora(lora_request(version)):
+            raise RuntimeError(f"vLLM did not load adapter {name!r} (version {version.id}) from {version.path}")
+        if (replaced := self.shelf.commit(version)) is not None:
+            self.shelf.retire(replaced)
 
     def drop_adapter(self, name: str) -> None:
         """Adapter ``name`` leaves the engine (a pack's member that left): its version unloaded and deleted."""
@@ -360,7 +368,7 @@ def lora_request(version: AdapterVersion):
     """vLLM's request for a written adapter version (its id is what vLLM caches the adapter by)."""
     from vllm.lora.request import LoRARequest
 
-    return LoRARequest(version.name, version.id, version.path)
+    return LoRARequest(version.served_name, version.id, version.path)
 
 
 def no_vllm(exc: ImportError) -> RuntimeError:

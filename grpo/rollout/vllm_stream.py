@@ -88,6 +88,9 @@ class VLLMStreamingGenerator(SleepingEngine):
 
     def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0,
                  make_engine: Callable[[EngineSettings, int], Awaitable[StreamingEngine]] | None = None):
+        if settings.max_loras:
+            raise ValueError("model.lora with rollout.turns 'per_episode': the streaming engine serves no adapter yet (its weight "
+                             "sync would push the merged model into a LoRA engine); set rollout.turns: batched")
         self.settings = settings
         self.stop_id = stop_id
         self._ids = itertools.count()

@@ -130,8 +130,8 @@ def stand_in_vllm(monkeypatch):
 
 def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tiny_base, stand_in_vllm):
     """A LoRA trial's engine: built with LoRA on at the rank it needs, sleeping at level 1 (the base stays); the
-    base alone until the first load, then every request with the current version; each load a fresh id, the old
-    one removed and its folder deleted, stale prefixes reset."""
+    base alone until the first load, then every request with the current version; each load a fresh id and name,
+    the old one removed first and its folder deleted."""
     settings = engine_settings(_cfg(), tiny_base, rank=0)
     assert (settings.max_loras, settings.max_lora_rank, settings.sleep_level) == (1, 8, 1)
     assert {k: engine_kwargs(settings)[k] for k in ("enable_lora", "max_loras", "max_lora_rank")} == {"enable_lora": True, "max_loras": 1, "max_lora_rank": 8}
@@ -150,17 +150,16 @@ def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tin
     _moved(policy, "default", 5)
     generator.load_adapter(policy)  # after an update: wakes, loads the new version, drops the old
     generator.generate([[1]], sampling)
+    files = ["adapter_config.json", "adapter_model.safetensors"]
     assert engine.calls == [
         ("generate", 1, None),
-        ("add_lora", "default", 1, ["adapter_config.json", "adapter_model.safetensors"]),
-        ("reset_prefix_cache",),
-        ("generate", 2, ("default", 1)),
+        ("add_lora", "default-1", 1, files),
+        ("generate", 2, ("default-1", 1)),
         ("sleep", 1),
         ("wake_up", None),
-        ("add_lora", "default", 2, ["adapter_config.json", "adapter_model.safetensors"]),
-        ("remove_lora", 1),
-        ("reset_prefix_cache",),
-        ("generate", 1, ("default", 2)),
+        ("remove_lora", 1),  # before the add: a full engine would otherwise evict another adapter to make room
+        ("add_lora", "default-2", 2, files),  # a name per version: no cached prefix of version 1 is reused
+        ("generate", 1, ("default-2", 2)),
     ]
     assert not Path(first.path).exists() and Path(generator.adapter.path).is_dir()
     written = load_file(Path(generator.adapter.path) / "adapter_model.safetensors")
@@ -172,6 +171,18 @@ def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tin
 
     gc.collect()
     assert not root.exists()  # the shelf goes with its generator
+
+
+def test_the_streaming_engine_refuses_an_adapter_it_cannot_serve():
+    """rollout.turns per_episode with LoRA: the streaming engine has no adapter route, so its full-weight sync would
+    push the merged model into a LoRA engine; it says so before it starts anything."""
+    from grpo.rollout.vllm_stream import VLLMStreamingGenerator
+
+    async def never(_settings, _stop):
+        raise AssertionError("an engine was started")
+
+    with pytest.raises(ValueError, match="serves no adapter yet.*set rollout.turns: batched"):
+        VLLMStreamingGenerator(EngineSettings("m", max_model_len=64, max_loras=1, max_lora_rank=8), stop_id=7, make_engine=never)
 
 
 class Recording:
@@ -197,10 +208,9 @@ def test_the_sampler_takes_the_adapter_the_weights_or_nothing(serves, sync, want
 def test_a_shelf_counts_versions_per_name_with_ids_unique_across_names(tiny_base, tmp_path):
     policy = _policy(tiny_base)
     shelf = AdapterShelf(tmp_path)
-    a1, old = shelf.publish(policy, "default")
-    b1, old_b = shelf.publish(policy, "second")
-    a2, old_a = shelf.publish(policy, "default")
-    assert (old, old_b, old_a) == (None, None, a1) and [a1.id, b1.id, a2.id] == [1, 2, 3]
-    assert shelf.current == {"default": a2, "second": b1}
+    a1, b1, a2 = shelf.write(policy, "default"), shelf.write(policy, "second"), shelf.write(policy, "default")
+    assert shelf.current == {}  # written is not current: the engine has not taken it yet
+    assert [shelf.commit(v) for v in (a1, b1, a2)] == [None, None, a1] and [a1.id, b1.id, a2.id] == [1, 2, 3]
+    assert shelf.current == {"default": a2, "second": b1} and [v.served_name for v in (a1, b1, a2)] == ["default-1", "second-2", "default-3"]
     shelf.close()
     assert not shelf.root.exists()
