@@ -43,7 +43,7 @@ from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapte
 from grpo.reporting import Reporter
 from grpo.rollout.adapters import engine_lora_rank
 from grpo.rollout.hf import HFGenerator
-from grpo.rollout.vllm import ServedAdapter
+from grpo.rollout.vllm import ServedAdapter, VLLMGenerator, engine_settings
 from grpo.trainer import Progress, start_process, start_progress, train_step
 from toolenvs.seam import EnvBackend
 
@@ -185,10 +185,8 @@ class Pack:
         self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
 
 
-def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int):
+def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int) -> VLLMGenerator:
     """The pack's one vLLM engine over its base, holding up to ``capacity`` adapters (``grpo.rollout.vllm``)."""
-    from grpo.rollout.vllm import VLLMGenerator, engine_settings
-
     return VLLMGenerator(replace(engine_settings(cfg, model_dir, 0), max_loras=capacity), stop_id)
 
 

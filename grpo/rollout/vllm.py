@@ -33,13 +33,13 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from configkit import environ
 from grpo.config import TrainerConfig
 from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
-from grpo.rollout.adapters import AdapterShelf, AdapterVersion
+from grpo.rollout.adapters import AdapterShelf, AdapterVersion, engine_lora_rank
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,12 @@ class EngineSettings:
     hf_overrides: dict[str, Any] | None = None
     max_loras: int = 0  # adapters the engine holds at once (0: no LoRA; a LoRA trial's 1)
     max_lora_rank: int = 0  # vLLM's max_lora_rank (one of the values it accepts: grpo.rollout.adapters.engine_lora_rank)
-    weight_route: str = "shm"  # how full weights travel: "shm" safetensors files in /dev/shm, "ipc" CUDA IPC handles (unverified)
+    weight_route: Literal["shm", "ipc"] = "shm"  # how full weights travel: "shm" safetensors files in /dev/shm, "ipc" CUDA IPC handles (unverified)
 
 
 def engine_settings(cfg: TrainerConfig, model_dir: str, rank: int) -> EngineSettings:
     """The engine a trial's rank runs, from ``rollout.vllm`` and the trial's limits (seeded per rank)."""
     from grpo.pretrained import vllm_hf_overrides
-    from grpo.rollout.adapters import engine_lora_rank
 
     v, r, lora = cfg.rollout.vllm, cfg.rollout, cfg.model.lora
     return EngineSettings(

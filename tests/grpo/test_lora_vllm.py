@@ -24,23 +24,22 @@ from grpo.rollout.hf import HFGenerator
 from grpo.tiny import load_tiny_tokenizer
 from grpo.trainer import train
 from tests.grpo.test_pack import BASE, TRIALS, _alone, _assert_same_reports, _cfg
-from tests.grpo.test_rollout_adapters import install_stand_in_vllm
+from tests.grpo.test_rollout_adapters import StandInLLM, install_stand_in_vllm
 
 pytestmark = pytest.mark.slow
 
 
-class HFBackedLLM:
-    """vLLM's ``LLM`` with LoRA on, in HF: what it was built with, and every adapter call, recorded."""
+class HFBackedLLM(StandInLLM):
+    """vLLM's ``LLM`` with LoRA on, in HF: what it was built with, and every call, recorded (``StandInLLM``'s)."""
 
     built: list[HFBackedLLM] = []
 
     def __init__(self, model: str, **kwargs):
-        self.model_dir, self.kwargs = model, kwargs
+        super().__init__(**kwargs)
+        self.model_dir = model
         self.pad_id = ChatFormat(load_tiny_tokenizer(model)).pad_id
         self.base = self._load()
         self.adapters: dict[int, torch.nn.Module] = {}
-        self.calls: list[tuple] = []
-        self.llm_engine = SimpleNamespace(add_lora=self._add, remove_lora=self._remove)
         HFBackedLLM.built.append(self)
 
     def _load(self, adapter: str | None = None) -> torch.nn.Module:
@@ -50,15 +49,14 @@ class HFBackedLLM:
             model = load_policy(self.model_dir, False)
             return model if adapter is None else PeftModel.from_pretrained(model, adapter).eval()
 
-    def _add(self, request) -> bool:
+    def _add_lora(self, request) -> bool:
         self.adapters[request.lora_int_id] = self._load(request.lora_path)
         self.calls.append(("add_lora", request.lora_name, request.lora_int_id))
         return True
 
-    def _remove(self, lora_id: int) -> bool:
+    def _remove_lora(self, lora_id: int) -> bool:
         del self.adapters[lora_id]
-        self.calls.append(("remove_lora", lora_id))
-        return True
+        return super()._remove_lora(lora_id)
 
     def generate(self, prompts, params, use_tqdm=False, lora_request=None):
         model = self.base if lora_request is None else self.adapters[lora_request.lora_int_id]
@@ -68,15 +66,6 @@ class HFBackedLLM:
         return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=c.token_ids, finish_reason=c.finish_reason,
                                                          logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(c.token_ids, c.logprobs)])])
                 for c in done]
-
-    def sleep(self, level: int) -> None:
-        self.calls.append(("sleep", level))
-
-    def wake_up(self, tags=None) -> None:
-        self.calls.append(("wake_up", tags))
-
-    def reset_prefix_cache(self) -> None:
-        pass
 
 
 @pytest.fixture

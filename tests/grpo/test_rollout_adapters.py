@@ -87,11 +87,15 @@ class StandInLLM:
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.calls: list[tuple] = []
-        self.llm_engine = SimpleNamespace(add_lora=self._add_lora, remove_lora=lambda lora_id: self.calls.append(("remove_lora", lora_id)))
+        self.llm_engine = SimpleNamespace(add_lora=self._add_lora, remove_lora=self._remove_lora)
 
     def _add_lora(self, request) -> bool:
         folder = Path(request.lora_path)
         self.calls.append(("add_lora", request.lora_name, request.lora_int_id, sorted(p.name for p in folder.iterdir())))
+        return True
+
+    def _remove_lora(self, lora_id: int) -> bool:
+        self.calls.append(("remove_lora", lora_id))
         return True
 
     def generate(self, prompts, params, use_tqdm=False, lora_request=None):
