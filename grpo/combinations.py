@@ -76,8 +76,8 @@ def pack_clashes(cfg: TrainerConfig, workers: int, gpu: bool) -> list[Clash]:
         clashes.append(Clash("resources.workers_per_trial", f"= {workers} with packed trials: a pack is one process (FSDP2-sharded LoRA "
                                                             f"is unverified); set it to 1{why}"))
     if gpu:
-        clashes.append(Clash("resources.gpus_per_trial", f"> 0 with packed trials: packs run on CPU for now (adapters added after FSDP2 "
-                                                         f"wraps the base are unverified); set it to 0{why}"))
+        clashes.append(Clash("resources.gpus_per_trial", f"> 0 with packed trials: a pack on a GPU has not run on one yet "
+                                                         f"(tests/gpu/test_pack_gpu.py in scripts/gpu_check.sh); set it to 0{why}"))
     return clashes
 
 

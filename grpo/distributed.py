@@ -57,8 +57,26 @@ def init_ranks() -> Ranks:
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
+_PINNED: list[str] | None = None  # the GPU a pack host trains on, its members' trials holding its shares (pin_gpu)
+
+
+def pin_gpu(gpu: str) -> None:
+    """Train this process on GPU ``gpu`` (as ``CUDA_VISIBLE_DEVICES`` names it) though Ray gave it none.
+
+    A pack host is a ``num_gpus=0`` actor: its members' trials hold the GPU's shares (``sweep.trials.packing``),
+    so Ray's ids are empty there (``on_gpu()`` would be False) and Ray may have blanked ``CUDA_VISIBLE_DEVICES``.
+    Call it first thing in that process, before anything asks ``on_gpu()`` or touches CUDA."""
+    global _PINNED
+    if on_gpu.cache_info().currsize or torch.cuda.is_initialized():
+        raise RuntimeError(f"pin_gpu({gpu!r}) after this process already chose its device: pin first")
+    environ.CUDA_VISIBLE_DEVICES.set(gpu)
+    _PINNED = [gpu]
+
+
 def ray_gpu_ids() -> list[str] | None:
-    """The GPUs Ray assigned to this process, or None outside a Ray worker."""
+    """The GPUs Ray assigned to this process (or ``pin_gpu`` gave it), or None outside a Ray worker."""
+    if _PINNED is not None:
+        return list(_PINNED)
     try:
         import ray
     except ImportError:

@@ -14,11 +14,13 @@ Keys under ``grpo.config.PACK_WIDE_KEYS`` must be equal across a pack (they make
 the training tasks; a member that differs is refused with ``PackError`` naming the key.
 With ``rollout.backend: vllm`` the pack holds one vLLM engine over the base and each member samples through
 its own adapter on it (``grpo.rollout.vllm.ServedAdapter``: its requests carry its adapter, its updates reload
-only that one; the engine holds up to the pack's capacity). Built and tested on CPU with vLLM stood in;
-refused until it runs on a GPU (the config refuses LoRA with vLLM, and packs refuse GPUs).
+only that one; the engine holds up to the pack's capacity). Built and tested on CPU with vLLM stood in.
+On a GPU the pack's base is moved to it whole, without FSDP2 (a one-process pack has nothing to shard, and
+adapters join after the base is placed; peft puts each on its base layer's device), and trains in float32.
+The sweep's config refuses GPU packs and LoRA with vLLM until the GPU check has run them
+(``tests/gpu/test_pack_gpu.py``, ``bench/packed_lora_gpu.py``).
 Leaves out: rollouts of several members in one batch or at once (members step in turn; on CPU a mixed
-batch is slower, ``bench/mixed_adapters.py``), several
-ranks or a GPU (FSDP2 wraps the base before adapters are added: unverified, refused), and Tune itself.
+batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a GPU, and Tune itself (``sweep.trials.packing``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from grpo.chat import ChatFormat
 from grpo.combinations import pack_clashes, refuse
 from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
-from grpo.distributed import on_gpu
+from grpo.distributed import device, on_gpu
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
 from grpo.rollout.adapters import engine_lora_rank
@@ -92,7 +94,7 @@ class Pack:
         ``capacity``: members at once (the adapters a vLLM engine holds)."""
         self.cfg = cfg
         self.ranks = start_process(cfg.model_copy(update={"output_dir": None}))
-        refuse(pack_clashes(cfg, self.ranks.world, on_gpu()), PackError)
+        refuse(pack_clashes(cfg, self.ranks.world, False), PackError)  # one GPU or none (the sweep's config refuses GPUs for now)
         self.train_tasks, self.eval_tasks = trial_tasks(cfg)
         tokenizer, self._load, model_dir = policy_source(cfg, self.train_tasks, self.ranks)
         self.chat = ChatFormat(tokenizer)
@@ -127,6 +129,8 @@ class Pack:
         self._names += 1
         if self.policy is None:
             self.policy = with_adapter(self._load(True), cfg.model.lora, cfg.seed, name=name)
+            if on_gpu():
+                self.policy.to(device())
         else:
             add_adapter(self.policy, name, cfg.model.lora, cfg.seed)
         outer = RngState.now()

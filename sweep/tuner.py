@@ -208,8 +208,8 @@ def build_trainable(cfg: SweepConfig):
                                 run=uuid.uuid4().hex[:12], max_restarts=cfg.failures.max_trial_restarts, trials_per_worker=r.trials_per_worker)
     if r.workers_per_trial > 1:  # the trial only drives; Ray Train asks for each worker's CPUs and GPUs itself
         return tune.with_resources(bound, {"cpu": 0.01})
-    if r.trials_per_worker > 1:  # K trials' shares make one pack host's CPUs; the host asks for none (sweep.trials.packing)
-        return tune.with_resources(bound, {"cpu": r.cpus_per_trial / r.trials_per_worker})
+    if r.trials_per_worker > 1:  # K trials' shares make one pack host's CPUs and GPU; the host asks for none (sweep.trials.packing)
+        return tune.with_resources(bound, {"cpu": r.cpus_per_trial / r.trials_per_worker, "gpu": r.gpus_per_trial / r.trials_per_worker})
     return tune.with_resources(bound, {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial})
 
 

@@ -3,17 +3,23 @@ to K members (``grpo.pack``); each Tune trial stays a Tune trial, a thin functio
 on its node, asks it for each step, reports and checkpoints as an unpacked trial does, and leaves when it
 ends, is stopped (ASHA) or fails, so the next trial Tune starts takes the freed place.
 
-Resources: a trial asks Tune for ``cpus_per_trial / K`` CPUs and the host for none, so Tune's accounting
-holds: K trials' shares are the one process's CPUs. Hosts are detached named actors per node and base
-(``pack-{sweep}-{base hash}-{node}-{i}``, made on first use with ``get_if_exists``, ended by their last member's
-leaving); a trial tries them in order and joins the first with room. A host serves one call at a time, so
+Resources: a trial asks Tune for ``cpus_per_trial / K`` CPUs and ``gpus_per_trial / K`` GPUs, and the host
+for none, so Tune's accounting holds: K trials' shares are the one process's CPUs and GPU. Hosts are detached
+named actors per node, GPU and base (``pack-{sweep}-{base hash}-{node}-{gpu or cpu}-{i}``, made on first use
+with ``get_if_exists``, ended by their last member's leaving); a trial tries them in order and joins the first
+with room. A trial given a share of a GPU joins only a host of that GPU, and the host, a ``num_gpus=0`` actor,
+is pinned to it (``grpo.distributed.pin_gpu``) and reports it as ``pack/gpu``. The config refuses GPU packs
+until the GPU check has run one (``grpo.combinations.pack_clashes``); this side is tested with GPUs declared
+to Ray on CPU. A host serves one call at a time, so
 its members' steps take turns; each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
 evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
 that dies takes no member with it: each member's attempt ends as a lost process (``sweep.trials.attempts.ProcessLost``),
 Tune restarts it (``failures.max_trial_restarts``) and it joins another host from its newest checkpoint.
-Leaves out: batched rollouts across members (slower on CPU: ``bench/mixed_adapters.py``), GPUs, PBT and several workers (refused in ``sweep.spec.checks``).
+Leaves out: batched rollouts across members on HF (slower on CPU: ``bench/mixed_adapters.py``; with
+``rollout.backend: vllm`` the host's one engine serves every member's adapter), PBT and several workers
+(refused in ``sweep.spec.checks``).
 """
 
 from __future__ import annotations
@@ -34,16 +40,24 @@ class PackHost:
     Configs arrive typed (the base and each member's, parsed once in the trial that made or joined the host): Ray
     pickles them, as it does a multi-worker trial's config for its workers, and nothing here parses them again."""
 
-    def __init__(self, pack_cfg: TrainerConfig, capacity: int):
+    def __init__(self, pack_cfg: TrainerConfig, capacity: int, gpu: str | None = None):
+        """``gpu``: the GPU its members' trials hold shares of (None: a CPU pack)."""
+        if gpu is not None:
+            from grpo.distributed import pin_gpu
+
+            pin_gpu(gpu)  # before the pack asks where it trains
         from grpo.pack import Pack
 
         self.capacity = capacity
+        self.gpu = gpu
         self.pack = Pack(pack_cfg, capacity).__enter__()
         self.members: dict[str, Any] = {}
         self.last_seen: dict[str, float] = {}
 
-    def join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None) -> bool:
-        """Take trial ``trial_id``; False when full."""
+    def join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None, gpu: str | None = None) -> bool:
+        """Take trial ``trial_id``, which holds a share of ``gpu`` (None: no GPU); False when full."""
+        if gpu != self.gpu:  # hosts are named by GPU, so only a naming slip lands here
+            raise RuntimeError(f"trial {trial_id} holds a share of GPU {gpu!r}; this pack host trains on {self.gpu!r}")
         if trial_id in self.members:  # the same trial again (its process restarted): start it over from its config
             self.pack.leave(self.members.pop(trial_id))
         self._evict_stale()
@@ -61,7 +75,8 @@ class PackHost:
             return None
         step, metrics, saved = self.pack.step(member)
         self.last_seen[trial_id] = time.monotonic()
-        return step, {**metrics, "pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}, saved
+        where = {"pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}
+        return step, {**metrics, **where, **gpu_metric()}, saved
 
     def leave(self, trial_id: str) -> None:
         """The trial ended, was stopped or failed: its place frees; the host ends with its last member."""
@@ -86,16 +101,43 @@ class PackHost:
                 self.last_seen.pop(trial_id)
 
 
+def gpu_metric() -> dict[str, float]:
+    """``pack/gpu``: the GPU this process sees, when it is one numbered GPU (nothing on CPU)."""
+    from configkit import environ
+    from grpo.distributed import ray_gpu_ids
+
+    visible = environ.CUDA_VISIBLE_DEVICES.get() or ""
+    return {"pack/gpu": float(visible)} if ray_gpu_ids() and visible.isdigit() else {}
+
+
+def trial_gpu() -> str | None:
+    """The GPU this trial holds a share of, as ``CUDA_VISIBLE_DEVICES`` names it (Ray set it), or None."""
+    from configkit import environ
+    from grpo.distributed import ray_gpu_ids
+
+    if not ray_gpu_ids():
+        return None
+    devices = [d.strip() for d in (environ.CUDA_VISIBLE_DEVICES.get() or "").split(",") if d.strip()]
+    if len(devices) != 1:
+        raise RuntimeError(f"a packed trial holds a share of one GPU; Ray gave it CUDA_VISIBLE_DEVICES={environ.CUDA_VISIBLE_DEVICES.get()!r}")
+    return devices[0]
+
+
+def host_name(experiment: str, recipe: str, node: str, gpu: str | None, i: int) -> str:
+    return f"pack-{experiment}-{recipe}-{node[:12]}-{'cpu' if gpu is None else 'gpu' + gpu}-{i}"
+
+
 def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
                 base_eval: dict[str, Any] | None = None, wait_s: float = 600.0):
-    """A host on this node with room for the trial (made if none has room); it has joined when this returns.
-    Hosts are detached (a host must outlive the trial that made it, its other members still train) and end
-    with their last member."""
+    """A host on this node and this trial's GPU with room for the trial (made if none has room); it has joined
+    when this returns. Hosts are detached (a host must outlive the trial that made it, its other members still
+    train) and end with their last member."""
     import ray
     from ray.exceptions import RayActorError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
+    gpu = trial_gpu()
     recipe = hashlib.sha256(base.model_dump_json().encode()).hexdigest()[:10]  # a host outliving its run serves only its base
     host_class = ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(PackHost)
     deadline = time.monotonic() + wait_s
@@ -103,15 +145,16 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
         for i in range(64):  # more hosts than a node can hold members for: trials only ever ask for a free place
             try:
                 host = host_class.options(
-                    name=f"pack-{experiment}-{recipe}-{node[:12]}-{i}", get_if_exists=True, lifetime="detached",
+                    name=host_name(experiment, recipe, node, gpu, i), get_if_exists=True, lifetime="detached",
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-                ).remote(base, capacity)
-                if ray.get(host.join.remote(trial_id, cfg, base_eval)):
+                ).remote(base, capacity, gpu)
+                if ray.get(host.join.remote(trial_id, cfg, base_eval, gpu)):
                     return host
             except RayActorError:  # that host was ending (its last member left): try the next, or this name again
                 continue
         if time.monotonic() > deadline:  # a stale member's place frees after STALE_S
-            raise RuntimeError(f"no pack host on node {node} had room for trial {trial_id} within {wait_s:.0f} s")
+            where = f"node {node}" + ("" if gpu is None else f", GPU {gpu}")
+            raise RuntimeError(f"no pack host on {where} had room for trial {trial_id} within {wait_s:.0f} s")
         time.sleep(2.0)
 
 

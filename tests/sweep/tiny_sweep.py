@@ -6,6 +6,7 @@ A tiny sweep trains the session's cached tiny base policy (``tiny_base``) for a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -34,12 +35,19 @@ def tiny_trainer(total_steps: int = 2, **sections: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ray_session(tiny_base: str) -> Iterator[None]:
     """One local Ray (2 CPUs) for the whole module; workers inherit GRPO_SWEEP_CACHE, so trials find the base policy."""
+    with local_ray(num_cpus=2):
+        yield
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int, num_gpus: int = 0) -> Iterator[None]:
+    """A local Ray with these resources (GPUs declared: Ray hands out their ids as for real ones)."""
     import ray
 
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
     saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
     os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield
     finally:
