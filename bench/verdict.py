@@ -304,7 +304,8 @@ def horizon_of(steps: int) -> str:
     return str(max([h for h in HORIZONS if h <= max(steps, HORIZONS[0])]))
 
 
-def bench_space(world: World, folder: Path, steps: int, eval_interval: int | None = None, grace_period: int | None = None) -> Path:
+def bench_space(world: World, folder: Path, steps: int, eval_interval: int | None = None, grace_period: int | None = None,
+                eval_samples: int | None = None) -> Path:
     """The demo's search and scheduler over the world's trainer (hotel: the demo itself, on the hotel tasks), evals
     as often as the demo's."""
     data = yaml.safe_load(DEMO.read_text())
@@ -318,6 +319,8 @@ def bench_space(world: World, folder: Path, steps: int, eval_interval: int | Non
     data["trainer"]["total_steps"] = steps
     if eval_interval:
         data["trainer"]["eval"]["interval"] = eval_interval
+    if eval_samples:  # samples per held-out task (the mix's 100 tasks x 8 make a seed's evals most of its cost)
+        data["trainer"]["eval"]["n_samples"] = eval_samples
     if grace_period:  # ASHA's first rung
         data["scheduler"]["grace_period"] = grace_period
     data["space"] = {"optim.lr": data["space"]["optim.lr"]}  # KL 0.1 and n 8 as the truth's
@@ -362,11 +365,11 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
 
 
 def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None,
-              truth_kind: str = "outcome") -> None:
+              truth_kind: str = "outcome", eval_samples: int | None = None) -> None:
     truth = _truth(world, truth_kind)
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    space = bench_space(world, folder, steps, eval_interval, grace_period)
+    space = bench_space(world, folder, steps, eval_interval, grace_period, eval_samples)
     per_seed = []
     for seed in seeds:
         started = time.perf_counter()
@@ -482,6 +485,7 @@ def main() -> int:
     parser.add_argument("--lrs", type=float, nargs="+", help="truth: run only these of the grid's learning rates (a part, packed to bench/data/verdict_truth_{world}_parts/)")
     parser.add_argument("--grid-seeds", type=int, nargs="+", help="truth: run only these of the grid's seeds (a part)")
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
+    parser.add_argument("--eval-samples", type=int, help="samples per held-out task in the bench's sweeps (default: the world's trainer's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
@@ -492,7 +496,7 @@ def main() -> int:
     elif args.mode == "judge":
         judge_kept(world, args.results or [], args.truth)
     else:
-        run_bench(world, args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth)
+        run_bench(world, args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth, args.eval_samples)
     return 0
 
 

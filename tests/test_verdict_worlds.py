@@ -36,6 +36,8 @@ def test_a_bench_sweep_is_the_demo_search_over_the_world_trainer(tmp_path):
         assert space.search == demo.search and space.scheduler == demo.scheduler and list(space.space) == ["optim.lr"]
         assert space.trainer.eval.interval == demo.trainer.eval.interval
     assert load_space(tmp_path / "mix" / "verdict_bench.yaml").trainer.model == load_space(WORLDS["mix"].trainer_space).trainer.model
+    fewer = load_space(bench_space(WORLDS["mix"], tmp_path / "mix", 10, eval_samples=4)).trainer.eval
+    assert fewer.n_samples == 4 and fewer.max_tasks_per_env == load_space(WORLDS["mix"].trainer_space).trainer.eval.max_tasks_per_env
 
 
 def test_gzipped_data_round_trips(tmp_path):
