@@ -50,14 +50,14 @@ def trial_config(model: dict, lr: float, seed: int, steps: int, out: str, backen
     cfg = TrainerConfig.model_validate({
         "model": {**model, "lora": {"rank": 16, "alpha": 32.0}},
         "optim": {"lr": lr},
-        "algorithm": {"kl_coef": 0.01, "mini_batches": 1},
+        "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 1},  # a random model's rewards are all 0: the entropy term moves the adapters
         "rollout": {"prompts_per_step": 8, "n_samples_per_prompt": 4, "max_turns": 2, "max_generate_length": 32,
                     "max_input_length": 1536, "max_sequence_length": 2048},
         "total_steps": steps, "seed": seed, "output_dir": out,
     })
     if backend == "hf":
         return cfg
-    vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3})
+    vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
     return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm})})
 
 

@@ -71,6 +71,8 @@ def pin_gpu(gpu: str) -> None:
         raise RuntimeError(f"pin_gpu({gpu!r}) after this process already chose its device: pin first")
     environ.CUDA_VISIBLE_DEVICES.set(gpu)
     _PINNED = [gpu]
+    if torch.cuda.is_available() and torch.cuda.device_count() != 1:  # CUDA had read the variable before: the pin did nothing
+        raise RuntimeError(f"pin_gpu({gpu!r}): this process sees {torch.cuda.device_count()} GPUs; CUDA started before the pin")
 
 
 def ray_gpu_ids() -> list[str] | None:

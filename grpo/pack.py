@@ -56,18 +56,22 @@ class PackError(ConfigError):
 
 @dataclass
 class RngState:
-    """A member's global random state, swapped in around its work so the others' draws do not move it."""
+    """A member's global random state, swapped in around its work so the others' draws do not move it (on a GPU
+    the CUDA generator's too: HF sampling draws from it, and every member's seeding reseeds it)."""
 
     torch: torch.Tensor
     python: Any
+    cuda: torch.Tensor | None = None
 
     @classmethod
     def now(cls) -> RngState:
-        return cls(torch.get_rng_state(), random.getstate())
+        return cls(torch.get_rng_state(), random.getstate(), torch.cuda.get_rng_state() if on_gpu() else None)
 
     def apply(self) -> None:
         torch.set_rng_state(self.torch)
         random.setstate(self.python)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.cuda)
 
 
 @dataclass

@@ -14,7 +14,10 @@ case "$what" in tests|benches|all) ;; *) echo "gpu_check: unknown part '$what' (
 vllm_env=${VLLM_ENV:-/tmp/vllm_env.sh}
 # GPU_TESTS / GPU_BENCHES (space-separated) run a subset, in their order, when a lent machine's minutes are few
 read -r -a TESTS <<< "${GPU_TESTS:-tests/gpu/test_fsdp_cuda.py tests/gpu/test_vllm_generator.py tests/gpu/test_grpo_vllm_trial.py tests/gpu/test_vllm_lora.py tests/gpu/test_pack_gpu.py}"
-read -r -a BENCHES <<< "${GPU_BENCHES:-train_step_gpu rollout_vllm_vs_hf rollout_episodes weight_sync_gpu packed_lora_gpu}"
+# bench/packed_lora_gpu.py (K=4 packed LoRA trials against the same four one after another, 20 steps each: about 10
+# minutes) is not in the default list; give it a lent machine's minutes of its own:
+#   GPU_BENCHES=packed_lora_gpu BENCH_WATCHDOG_S=900 bash scripts/gpu_check.sh benches
+read -r -a BENCHES <<< "${GPU_BENCHES:-train_step_gpu rollout_vllm_vs_hf rollout_episodes weight_sync_gpu}"
 TEST_WATCHDOG_S=${TEST_WATCHDOG_S:-420}
 BENCH_WATCHDOG_S=${BENCH_WATCHDOG_S:-400}
 

@@ -127,11 +127,18 @@ def host_name(experiment: str, recipe: str, node: str, gpu: str | None, i: int) 
     return f"pack-{experiment}-{recipe}-{node[:12]}-{'cpu' if gpu is None else 'gpu' + gpu}-{i}"
 
 
+def hosts_per_gpu(gpus_per_trial: float) -> int:
+    """How many pack hosts one GPU holds: a trial asks ``gpus_per_trial / K`` of it, so K / gpus_per_trial trials
+    fit, K to a host. More would put a second base and engine on a GPU Ray counts as full."""
+    return max(1, int(1 / gpus_per_trial + 1e-9))
+
+
 def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
-                base_eval: dict[str, Any] | None = None, wait_s: float = 600.0):
+                base_eval: dict[str, Any] | None = None, wait_s: float = 600.0, gpus_per_trial: float = 0.0):
     """A host on this node and this trial's GPU with room for the trial (made if none has room); it has joined
     when this returns. Hosts are detached (a host must outlive the trial that made it, its other members still
-    train) and end with their last member."""
+    train) and end with their last member. On a GPU at most ``hosts_per_gpu`` hosts: a trial finding them full
+    (a member leaving, or one whose trial died, not yet gone) waits for a place rather than start another."""
     import ray
     from ray.exceptions import RayActorError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -142,7 +149,8 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
     host_class = ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(PackHost)
     deadline = time.monotonic() + wait_s
     while True:
-        for i in range(64):  # more hosts than a node can hold members for: trials only ever ask for a free place
+        # on CPU more hosts than a node can hold members for: trials only ever ask for a free place
+        for i in range(64 if gpu is None else hosts_per_gpu(gpus_per_trial)):
             try:
                 host = host_class.options(
                     name=host_name(experiment, recipe, node, gpu, i), get_if_exists=True, lifetime="detached",
@@ -150,7 +158,9 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
                 ).remote(base, capacity, gpu)
                 if ray.get(host.join.remote(trial_id, cfg, base_eval, gpu)):
                     return host
-            except RayActorError:  # that host was ending (its last member left): try the next, or this name again
+            except RayActorError as exc:  # that host was ending (its last member left): try the next, or this name again
+                if exc.actor_init_failed:  # it could not start (out of memory, no engine): another try would fail alike
+                    raise
                 continue
         if time.monotonic() > deadline:  # a stale member's place frees after STALE_S
             where = f"node {node}" + ("" if gpu is None else f", GPU {gpu}")
@@ -159,7 +169,7 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
 
 
 def run_packed_trial(cfg: TrainerConfig, base: TrainerConfig, capacity: int, experiment: str, reporter,
-                     base_eval: dict[str, Any] | None = None) -> None:
+                     base_eval: dict[str, Any] | None = None, gpus_per_trial: float = 0.0) -> None:
     """The trial's side: join, then one report per step the host runs for it; leave however it ends."""
     import ray
     from ray import tune
@@ -168,7 +178,7 @@ def run_packed_trial(cfg: TrainerConfig, base: TrainerConfig, capacity: int, exp
     from sweep.trials.attempts import ProcessLost
 
     trial_id = tune.get_context().get_trial_id()
-    host = join_a_host(base, cfg, capacity, experiment, trial_id, base_eval)
+    host = join_a_host(base, cfg, capacity, experiment, trial_id, base_eval, gpus_per_trial=gpus_per_trial)
     try:
         while (out := ray.get(host.step.remote(trial_id))) is not None:
             reporter.report(*out)

@@ -97,11 +97,12 @@ def run_trial(
     with record.running():
         if workers > 1:
             return run_multiworker(config, base, storage, experiment, context.get_trial_id(), workers, worker_resources, max_restarts)
-        run_one_process(config, base, storage, experiment, record, trials_per_worker)
+        run_one_process(config, base, storage, experiment, record, trials_per_worker, worker_resources[1])
 
 
 def run_one_process(
-    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, record: attempts.Recorder, trials_per_worker: int = 1
+    config: dict[str, Any], base: dict[str, Any], storage: str, experiment: str, record: attempts.Recorder, trials_per_worker: int = 1,
+    gpus_per_trial: float = 0.0,
 ) -> None:
     """The trial in this process, from its newest checkpoint if Tune started it before (packed: its steps in a pack host)."""
     from ray import tune
@@ -129,7 +130,8 @@ def run_one_process(
         elif trials_per_worker > 1:
             from sweep.trials.packing import run_packed_trial
 
-            run_packed_trial(cfg, trial_config(base, {}), trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg))
+            run_packed_trial(cfg, trial_config(base, {}), trials_per_worker, experiment, reporter, _shared_base_eval(storage, experiment, cfg),
+                             gpus_per_trial)
         else:
             train(cfg, reporter, base_eval=_shared_base_eval(storage, experiment, cfg))
     finally:

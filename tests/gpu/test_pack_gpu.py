@@ -26,10 +26,10 @@ def _cfg(model_05b: str, lr: float, seed: int, out: str):
     cfg = TrainerConfig.model_validate({
         "model": {"name_or_path": model_05b, "dtype": "bfloat16", "lora": {"rank": 16, "alpha": 32.0}},
         "optim": {"lr": lr},
-        "algorithm": {"kl_coef": 0.01, "mini_batches": 1},
+        "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 1},  # a random model's rewards are all 0: the entropy term moves the adapters
         "rollout": {"prompts_per_step": 4, "n_samples_per_prompt": 4, "max_turns": 2, "max_generate_length": 32,
                     "max_input_length": 1536, "max_sequence_length": 2048},
-        "total_steps": 3, "seed": seed, "output_dir": out,
+        "total_steps": 4, "seed": seed, "output_dir": out,
     })
     # the config refuses LoRA with vLLM until this passes: the backend goes in after validation
     vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
@@ -50,7 +50,7 @@ def test_two_packed_lora_trials_each_sample_their_own_adapter(model_05b, tmp_pat
         with open(os.environ["GRPO_GPU_METRICS"].replace(".json", "_pack.json"), "w") as f:
             json.dump(runs, f, indent=1)
     for steps in runs:
-        assert len(steps) == 3
+        assert len(steps) == 4
         gaps = [m["rollout/logprob_gap"] for m in steps]
         assert all(g < 0.05 for g in gaps), gaps  # its own adapter, as of its last update
     fast, slow = (runs[0][-1]["policy/kl"], runs[1][-1]["policy/kl"])

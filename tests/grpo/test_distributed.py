@@ -112,3 +112,15 @@ def test_a_rank_process_exits_with_its_status_and_its_output_flushed():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2])
     assert run.returncode == 3, run.stderr[-2000:]
     assert run.stdout == "printed before exit"
+
+
+def test_a_gpu_is_pinned_before_the_process_chose_its_device_or_not_at_all():
+    """A pack host pins its GPU first thing; a pin after ``on_gpu()`` answered would leave the process where it was."""
+    from configkit import environ
+    from grpo.distributed import on_gpu, pin_gpu, ray_gpu_ids
+
+    before = environ.CUDA_VISIBLE_DEVICES.get()
+    on_gpu()
+    with pytest.raises(RuntimeError, match="pin first"):
+        pin_gpu("3")
+    assert environ.CUDA_VISIBLE_DEVICES.get() == before and ray_gpu_ids() is None

@@ -34,3 +34,10 @@ def test_what_cannot_share_a_base_is_refused_by_name(tmp_path):
            "'trainer.rollout.turns' = 'per_episode': a pack's members sample with plain batched turns")
     _fails(tmp_path, LORA + "scheduler: {type: pbt, mutations: {optim.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\nsearch: {searcher: random}\n",
            "with scheduler.type 'pbt'")
+
+
+def test_a_gpu_holds_as_many_pack_hosts_as_its_trials_fill():
+    """A trial of a K-pack asks gpus_per_trial / K of a GPU: K / gpus_per_trial trials fit on one, K to a host."""
+    from sweep.trials.packing import hosts_per_gpu
+
+    assert [hosts_per_gpu(g) for g in (1.0, 0.5, 0.3, 0.25)] == [1, 2, 3, 4]
