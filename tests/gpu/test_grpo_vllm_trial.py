@@ -58,3 +58,35 @@ def test_five_grpo_steps_with_vllm(model_05b, tmp_path, turns):
     assert all(g < 0.05 for g in gaps), gaps
     assert steps[-1]["policy/kl"] > 0.01, [m["policy/kl"] for m in steps]  # the policy moved: a stale sampler would show it
     assert all(m["timing/weight_sync_s"] > 0 for m in steps)
+
+
+@pytest.mark.timeout(600)
+def test_a_lora_trial_with_vllm_samples_its_current_adapter(model_05b, tmp_path):
+    """A lone LoRA trial sampled by vLLM (the adapter written and reloaded after every update, the base kept): its
+    adapter moves the policy from the reference (entropy bonus: a random model's rewards are all 0, so nothing else
+    would move it from B = 0), and the engine's log-probs keep matching the adapted policy's. What the config's
+    refusal of ``model.lora`` with ``rollout.backend: vllm`` waits for (the backend goes in after validation)."""
+    pytest.importorskip("vllm", reason="vLLM is not installed here")
+    from grpo.config import TrainerConfig
+    from grpo.reporting import ListReporter
+    from grpo.trainer import train
+
+    cfg = TrainerConfig.model_validate({
+        "model": {"name_or_path": model_05b, "dtype": "bfloat16", "lora": {"rank": 16, "alpha": 32.0}},
+        "optim": {"lr": 1e-2},
+        "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 1},
+        "rollout": {"prompts_per_step": 8, "n_samples_per_prompt": 4, "max_turns": 2, "max_generate_length": 32,
+                    "max_input_length": 1536, "max_sequence_length": 2048},
+        "total_steps": 4, "output_dir": str(tmp_path / "out"),
+    })
+    vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
+    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm})})
+    reporter = ListReporter()
+    train(cfg, reporter)
+    steps = [metrics for _, metrics in reporter.reports]
+    if os.environ.get("GRPO_GPU_METRICS"):
+        with open(os.environ["GRPO_GPU_METRICS"].replace(".json", "_lora.json"), "w") as f:
+            json.dump(steps, f, indent=1)
+    gaps = [m["rollout/logprob_gap"] for m in steps]
+    assert all(g < 0.05 for g in gaps), gaps
+    assert steps[-1]["policy/kl"] > 1e-3, [m["policy/kl"] for m in steps]
