@@ -134,7 +134,7 @@ def hosts_per_gpu(gpus_per_trial: float) -> int:
 
 
 def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experiment: str, trial_id: str,
-                base_eval: dict[str, Any] | None = None, wait_s: float = 600.0, gpus_per_trial: float = 0.0):
+                base_eval: dict[str, Any] | None = None, wait_s: float = STALE_S + 120.0, gpus_per_trial: float = 0.0):
     """A host on this node and this trial's GPU with room for the trial (made if none has room); it has joined
     when this returns. Hosts are detached (a host must outlive the trial that made it, its other members still
     train) and end with their last member. On a GPU at most ``hosts_per_gpu`` hosts: a trial finding them full
@@ -162,7 +162,7 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
                 if exc.actor_init_failed:  # it could not start (out of memory, no engine): another try would fail alike
                     raise
                 continue
-        if time.monotonic() > deadline:  # a stale member's place frees after STALE_S
+        if time.monotonic() > deadline:  # a stale member's place frees after STALE_S, within the wait
             where = f"node {node}" + ("" if gpu is None else f", GPU {gpu}")
             raise RuntimeError(f"no pack host on {where} had room for trial {trial_id} within {wait_s:.0f} s")
         time.sleep(2.0)
