@@ -8,7 +8,9 @@ The verdict bench (``bench/verdict.py``) judges the sweep's labels against this.
 holds that). Its rules, written before the judging seeds (10-19) ran and frozen with its labels in the data file:
 
 - A run's **gain** at horizon h is the mean pass@1 over the held-out tasks of its last two evals up to h, minus the
-  base's; its **noise** is the half-width of a 90% task-bootstrap interval of that gain (tasks resampled with
+  base's (an episode lost to an environment error is no outcome: a task's rate counts its scored episodes, and a
+  task with none in the window, or in the base, is left out; first met in the mix's collapsed runs, before any of
+  its judging seeds ran); its **noise** is the half-width of a 90% task-bootstrap interval of that gain (tasks resampled with
   their base and trial counts paired, 2,000 draws, a fixed seed). A run is **up** when its interval is above 0 and
   its gain at least the world's floor, **down** when its interval is below 0 and its gain at most minus the floor, else
   **level**. The floor is about a tenth of the best settings' 30-step gains (a policy an LR barely moves has a paired
@@ -54,8 +56,15 @@ RULES = __doc__.split("before the judging seeds (10-19) ran and frozen with its 
 
 
 def task_gains(base: dict[str, Sequence[int]], evals: Sequence[dict[str, Sequence[int]]]) -> list[float]:
-    """Per held-out task (sorted by key): the evals' mean pass rate minus the base's; counts are [passes, samples]."""
-    return [fmean(e[t][0] / e[t][1] for e in evals) - base[t][0] / base[t][1] for t in sorted(base)]
+    """Per held-out task (sorted by key): the evals' mean pass rate minus the base's; counts are [passes, samples],
+    the samples being the scored episodes. A task is left out when the base or every eval of the window scored none
+    of its episodes (each lost to an environment error: no outcome of the policy)."""
+    gains = []
+    for t in sorted(base):
+        scored = [e[t][0] / e[t][1] for e in evals if e.get(t) and e[t][1]]
+        if scored and base[t][1]:
+            gains.append(fmean(scored) - base[t][0] / base[t][1])
+    return gains
 
 
 def gain_and_noise(base: dict[str, Sequence[int]], evals: Sequence[dict[str, Sequence[int]]], seed: int = 0) -> tuple[float, float, float, float]:

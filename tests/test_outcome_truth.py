@@ -26,6 +26,12 @@ def test_a_gain_is_the_mean_over_tasks_of_the_window_minus_the_base():
     assert same == (0.0, 0.0, 0.0, 0.0)
 
 
+def test_a_task_whose_episodes_were_all_lost_to_the_environment_counts_in_the_evals_that_scored_it():
+    base = {"a": [2, 4], "b": [0, 4], "c": [1, 4]}
+    evals = [{"a": [0, 0], "b": [1, 4], "c": [0, 0]}, {"a": [4, 4], "b": [0, 0], "c": [0, 0]}]  # a: 1.0 only; b: 0.25 only; c: never
+    assert task_gains(base, evals) == [0.5, 0.25]  # c left out, not a division by zero or a failure
+
+
 def test_a_small_sure_gain_is_up_above_the_worlds_floor_and_level_below_it():
     """Every one of 100 tasks up by one episode in 100: a gain of 0.01 with no spread. The mix's floor (0.005) calls it
     up, the hotel's (0.03) level; the same loss is down and level. The floors are the frozen ones."""
