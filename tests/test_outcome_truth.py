@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.outcome_truth import MIN_GAIN, OUTCOMES, RUNS, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
-from bench.worlds import WORLDS
+from bench.outcome_truth import MIN_GAIN, OUTCOMES, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
+from bench.worlds import WORLDS, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,12 +59,12 @@ def test_a_settings_label_follows_its_seeds():
 
 def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkeypatch):
     """Every default of ``sweep.verdict.thresholds.Thresholds`` pushed far off, and the verdict's own functions
-    broken: the outcome truth is the same, and the same as the frozen file's."""
+    broken: each world's outcome truth is the same, and the same as its frozen file's."""
     source = ast.parse((ROOT / "bench" / "outcome_truth.py").read_text())
     imported = {getattr(n, "module", None) or a.name for n in ast.walk(source) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
     assert not any(name and name.startswith("sweep") for name in imported), imported
-    data = json.loads(RUNS.read_text())
-    before = outcome_truth(data, MIN_GAIN)
+    worlds = [WORLDS["hotel"], WORLDS["mix"]]
+    before = [outcome_truth(read_json(w.runs), w.min_gain) for w in worlds]
     import sweep.verdict.labels as labels
     import sweep.verdict.score as score
     from sweep.verdict.thresholds import Thresholds
@@ -73,11 +73,12 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
         monkeypatch.setattr(Thresholds, f.name, (f.default or 1.0) * 100, raising=False)
     monkeypatch.setattr(labels, "verdict", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the verdict")))
     monkeypatch.setattr(score, "score_trials", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the score")))
-    after = outcome_truth(data, MIN_GAIN)
-    assert after == before
-    frozen = json.loads(OUTCOMES.read_text())["truth"]
-    assert {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in after.items()} == \
-           {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}
+    for world, was in zip(worlds, before):
+        after = outcome_truth(read_json(world.runs), world.min_gain)
+        assert after == was, world.name
+        frozen = json.loads(world.outcomes.read_text())["truth"]
+        assert {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in after.items()} == \
+               {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}, world.name
 
 
 def test_the_frozen_truth_at_30_steps():
@@ -87,3 +88,14 @@ def test_the_frozen_truth_at_30_steps():
         "1e-06": "too low", "3e-06": "mixed", "1e-05": "learns", "3e-05": "learns", "1e-04": "learns", "3e-04": "mixed",
         "1e-03": "too high", "3e-03": "too high"}
     assert truth["top"] == [3e-05, 1e-04] and truth["band"] == [1e-05, 3e-05, 1e-04] and MIN_GAIN == 0.03
+
+
+def test_the_mix_frozen_truth_at_30_steps():
+    """The mix's frozen file (24 runs, frozen 2026-11-29 before any of its judging seeds ran), as README reports it."""
+    frozen = json.loads(WORLDS["mix"].outcomes.read_text())
+    truth = frozen["truth"]["30"]
+    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == {
+        "1e-06": "too low", "3e-06": "too low", "1e-05": "mixed", "3e-05": "learns", "1e-04": "learns", "3e-04": "learns",
+        "1e-03": "mixed", "3e-03": "too high"}
+    assert truth["top"] == [3e-05, 1e-04, 3e-04] and truth["band"] == [3e-05, 1e-04, 3e-04] and frozen["min_gain"] == 0.005
+    assert all(len(s["gains"]) == 3 for s in truth["settings"])  # every setting's three seeds
