@@ -159,7 +159,7 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
                 if ray.get(host.join.remote(trial_id, cfg, base_eval, gpu)):
                     return host
             except RayActorError as exc:  # that host was ending (its last member left): try the next, or this name again
-                if exc.actor_init_failed:  # it could not start (out of memory, no engine): another try would fail alike
+                if exc.actor_init_failed and gpu is not None:  # no base or engine fit on the GPU: each try costs a load and a start
                     raise
                 continue
         if time.monotonic() > deadline:  # a stale member's place frees after STALE_S, within the wait
