@@ -76,7 +76,9 @@ class PackHost:
         step, metrics, saved = self.pack.step(member)
         self.last_seen[trial_id] = time.monotonic()
         where = {"pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}
-        return step, {**metrics, **where, **gpu_metric()}, saved
+        if self.gpu is not None and self.gpu.isdigit():
+            where["pack/gpu"] = float(self.gpu)
+        return step, {**metrics, **where}, saved
 
     def leave(self, trial_id: str) -> None:
         """The trial ended, was stopped or failed: its place frees; the host ends with its last member."""
@@ -99,15 +101,6 @@ class PackHost:
             for trial_id in [t for t, seen in self.last_seen.items() if now - seen > STALE_S]:
                 self.pack.leave(self.members.pop(trial_id))
                 self.last_seen.pop(trial_id)
-
-
-def gpu_metric() -> dict[str, float]:
-    """``pack/gpu``: the GPU this process sees, when it is one numbered GPU (nothing on CPU)."""
-    from configkit import environ
-    from grpo.distributed import ray_gpu_ids
-
-    visible = environ.CUDA_VISIBLE_DEVICES.get() or ""
-    return {"pack/gpu": float(visible)} if ray_gpu_ids() and visible.isdigit() else {}
 
 
 def trial_gpu() -> str | None:

@@ -67,20 +67,11 @@ def test_a_lora_trial_with_vllm_samples_its_current_adapter(model_05b, tmp_path)
     would move it from B = 0), and the engine's log-probs keep matching the adapted policy's. What the config's
     refusal of ``model.lora`` with ``rollout.backend: vllm`` waits for (the backend goes in after validation)."""
     pytest.importorskip("vllm", reason="vLLM is not installed here")
-    from grpo.config import TrainerConfig
+    from bench.packed_lora_gpu import trial_config  # the packed-LoRA bench's trial: LoRA rank 16, entropy bonus, eager engine
     from grpo.reporting import ListReporter
     from grpo.trainer import train
 
-    cfg = TrainerConfig.model_validate({
-        "model": {"name_or_path": model_05b, "dtype": "bfloat16", "lora": {"rank": 16, "alpha": 32.0}},
-        "optim": {"lr": 1e-2},
-        "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 1},
-        "rollout": {"prompts_per_step": 8, "n_samples_per_prompt": 4, "max_turns": 2, "max_generate_length": 32,
-                    "max_input_length": 1536, "max_sequence_length": 2048},
-        "total_steps": 4, "output_dir": str(tmp_path / "out"),
-    })
-    vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
-    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm})})
+    cfg = trial_config({"name_or_path": model_05b, "dtype": "bfloat16"}, 1e-2, 0, 4, str(tmp_path / "out"), "vllm")
     reporter = ListReporter()
     train(cfg, reporter)
     steps = [metrics for _, metrics in reporter.reports]

@@ -15,25 +15,10 @@ import os
 
 import pytest
 
+from bench.packed_lora_gpu import trial_config  # one LoRA trial on vLLM, built past the config's refusal
 from tests.gpu.conftest import needs_vllm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
-
-
-def _cfg(model_05b: str, lr: float, seed: int, out: str):
-    from grpo.config import TrainerConfig
-
-    cfg = TrainerConfig.model_validate({
-        "model": {"name_or_path": model_05b, "dtype": "bfloat16", "lora": {"rank": 16, "alpha": 32.0}},
-        "optim": {"lr": lr},
-        "algorithm": {"kl_coef": 0.01, "entropy_coef": 0.01, "mini_batches": 1},  # a random model's rewards are all 0: the entropy term moves the adapters
-        "rollout": {"prompts_per_step": 4, "n_samples_per_prompt": 4, "max_turns": 2, "max_generate_length": 32,
-                    "max_input_length": 1536, "max_sequence_length": 2048},
-        "total_steps": 4, "seed": seed, "output_dir": out,
-    })
-    # the config refuses LoRA with vLLM until this passes: the backend goes in after validation
-    vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
-    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm})})
 
 
 @pytest.mark.timeout(600)
@@ -42,7 +27,8 @@ def test_two_packed_lora_trials_each_sample_their_own_adapter(model_05b, tmp_pat
     from grpo.pack import train_packed
     from grpo.reporting import ListReporter
 
-    cfgs = [_cfg(model_05b, 1e-2, 0, str(tmp_path / "a")), _cfg(model_05b, 1e-3, 1, str(tmp_path / "b"))]
+    model = {"name_or_path": model_05b, "dtype": "bfloat16"}
+    cfgs = [trial_config(model, 1e-2, 0, 4, str(tmp_path / "a"), "vllm"), trial_config(model, 1e-3, 1, 4, str(tmp_path / "b"), "vllm")]
     reporters = [ListReporter(), ListReporter()]
     train_packed(cfgs, reporters)
     runs = [[metrics for _, metrics in r.reports] for r in reporters]
