@@ -57,6 +57,11 @@ def init_ranks() -> Ranks:
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
+def visible_gpus(value: str | None) -> list[str] | None:
+    """``CUDA_VISIBLE_DEVICES``'s GPUs in order (``"4, 5"`` gives ``["4", "5"]``; empty: none), or None when unset."""
+    return None if value is None else [d.strip() for d in value.split(",") if d.strip()]
+
+
 _PINNED: list[str] | None = None  # the GPU a pack host trains on, its members' trials holding its shares (pin_gpu)
 
 

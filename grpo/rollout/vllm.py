@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from configkit import environ
 from grpo.config import TrainerConfig
-from grpo.distributed import ray_gpu_ids
+from grpo.distributed import ray_gpu_ids, visible_gpus
 from grpo.rollout import Completion, SamplingParams
 from grpo.rollout.adapters import AdapterShelf, AdapterVersion, engine_lora_rank
 
@@ -110,9 +110,9 @@ def engine_visible_devices(local_rank: int, visible: str | None, ray_gpus: list[
     """
     if ray_gpus is not None and not ray_gpus:
         raise RuntimeError("this Ray worker was given no GPU (num_gpus=0): set resources.gpus_per_trial to 1 for rollout.backend 'vllm'")
-    if visible is None:
+    devices = visible_gpus(visible)
+    if devices is None:
         return str(local_rank)
-    devices = [d.strip() for d in visible.split(",") if d.strip()]
     if not devices:
         raise RuntimeError("CUDA_VISIBLE_DEVICES is empty: this process was given no GPU (a Ray actor with num_gpus=0?); set resources.gpus_per_trial")
     if local_rank >= len(devices):

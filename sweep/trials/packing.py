@@ -106,11 +106,11 @@ class PackHost:
 def trial_gpu() -> str | None:
     """The GPU this trial holds a share of, as ``CUDA_VISIBLE_DEVICES`` names it (Ray set it), or None."""
     from configkit import environ
-    from grpo.distributed import ray_gpu_ids
+    from grpo.distributed import ray_gpu_ids, visible_gpus
 
     if not ray_gpu_ids():
         return None
-    devices = [d.strip() for d in (environ.CUDA_VISIBLE_DEVICES.get() or "").split(",") if d.strip()]
+    devices = visible_gpus(environ.CUDA_VISIBLE_DEVICES.get()) or []
     if len(devices) != 1:
         raise RuntimeError(f"a packed trial holds a share of one GPU; Ray gave it CUDA_VISIBLE_DEVICES={environ.CUDA_VISIBLE_DEVICES.get()!r}")
     return devices[0]

@@ -124,3 +124,11 @@ def test_a_gpu_is_pinned_before_the_process_chose_its_device_or_not_at_all():
     with pytest.raises(RuntimeError, match="pin first"):
         pin_gpu("3")
     assert environ.CUDA_VISIBLE_DEVICES.get() == before and ray_gpu_ids() is None
+
+
+def test_visible_gpus_reads_the_variable_as_cuda_does():
+    from grpo.distributed import visible_gpus
+
+    assert visible_gpus(None) is None  # unset: CUDA sees every GPU
+    assert visible_gpus("") == []  # set empty: CUDA sees none
+    assert visible_gpus("4, 5,") == ["4", "5"]
