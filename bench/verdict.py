@@ -356,7 +356,7 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     agree = [r["verdict"] == s["label"] for r, s, _ in clear]
     agree_decided = [r["verdict"] == s["label"] for r, s, _ in clear if r["verdict"] != "undecided"]
     agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
-    return {"top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
+    return {"top1_trial_lr": float(matched[0][0]["config"]["optim.lr"]) if matched else None, "top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
             "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
             "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),
