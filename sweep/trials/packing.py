@@ -110,9 +110,10 @@ def trial_gpu() -> str | None:
 
     if not ray_gpu_ids():
         return None
-    devices = visible_gpus(environ.CUDA_VISIBLE_DEVICES.get()) or []
+    visible = environ.CUDA_VISIBLE_DEVICES.get()
+    devices = visible_gpus(visible) or []
     if len(devices) != 1:
-        raise RuntimeError(f"a packed trial holds a share of one GPU; Ray gave it CUDA_VISIBLE_DEVICES={environ.CUDA_VISIBLE_DEVICES.get()!r}")
+        raise RuntimeError(f"a packed trial holds a share of one GPU; Ray gave it CUDA_VISIBLE_DEVICES={visible!r}")
     return devices[0]
 
 
