@@ -77,7 +77,11 @@ def recorded_steps(trial_dir: str | Path, filesystem: pafs.FileSystem | None = N
     for info in infos:
         if info.base_name.startswith("step_") and info.base_name.endswith(".json"):
             with fs.open_input_stream(info.path) as f:
-                row = json.loads(f.read().decode())
+                text = f.read().decode()
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError:  # cut by a stop mid-write before records were written whole: Tune's row stands
+                continue
             found[int(row["step"])] = row
     return found
 

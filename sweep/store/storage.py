@@ -9,6 +9,8 @@ Under ``{storage}/{name}/``: Tune's experiment (trial results, checkpoints), ``t
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,6 +26,19 @@ S3_REQUEST_TIMEOUT_S = 60.0
 
 
 S3_CONNECT_TIMEOUT_S = 10.0
+
+
+def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    """Write ``path`` so that a reader finds the old file or the new one whole, never a part of it.
+
+    A temporary beside it (``{path}.partial-{pid}-{thread}``: readers that list a folder by name skip it),
+    then moved over it. A reader that opened a file still being written read it empty (the trial restart
+    test's step records, CI 2026-11-29), and a process stopped mid-write left a cut record for good.
+    """
+    partial = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+    with fs.open_output_stream(partial) as f:
+        f.write(data)
+    fs.move(partial, path)
 
 
 @dataclass(frozen=True)
@@ -56,8 +71,7 @@ class Storage:
     def write_text(self, text: str, *parts: str) -> str:
         target = self.path(*parts)
         self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        with self.fs.open_output_stream(target) as f:
-            f.write(text.encode())
+        write_whole(self.fs, target, text.encode())
         return target
 
     def upload(self, local: str | Path, *parts: str) -> None:

@@ -29,6 +29,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from sweep.store.storage import write_whole
+
 ATTEMPTS_DIR = "attempts"
 ATTEMPT = "trial/attempt"  # the key each report carries
 
@@ -139,11 +141,8 @@ class Recorder:
             return
         folder = f"{self.trial_path}/{ATTEMPTS_DIR}"
         self.fs.create_dir(folder, recursive=True)
-        final = f"{folder}/attempt_{self.attempt.number:03d}.json"
-        partial = f"{final}.partial-{os.getpid()}"  # (read() skips it) a stop that lands mid-write left an empty record
-        with self.fs.open_output_stream(partial) as f:  # that failed the sweep's leaderboard: the record is replaced whole
-            f.write(json.dumps(asdict(self.attempt)).encode())
-        self.fs.move(partial, final)
+        # whole: a stop that landed mid-write once left an empty record that failed the sweep's leaderboard
+        write_whole(self.fs, f"{folder}/attempt_{self.attempt.number:03d}.json", json.dumps(asdict(self.attempt)).encode())
 
 
 def _trial_folder() -> tuple[pafs.FileSystem | None, str]:

@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 from ray.tune import Callback
 
 from sweep.store.results import STEPS_DIR, recorded_steps
+from sweep.store.storage import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +81,14 @@ def record_step(step: int, row: dict[str, Any]) -> None:
 
     Tune's ``result.json`` lives with the driver and reaches storage a moment later; a driver killed in
     that moment would lose rows the checkpoint already covers (steps not redone). A redone step
-    overwrites its own file.
+    overwrites its own file, whole (a reader never finds it part-written).
     """
     storage = _storage()
     if storage is None:
         return
     fs, folder = storage.storage_filesystem, f"{storage.trial_fs_path}/{STEPS_DIR}"
     fs.create_dir(folder, recursive=True)
-    with fs.open_output_stream(f"{folder}/step_{step:06d}.json") as f:
-        f.write(json.dumps(row, default=float).encode())
+    write_whole(fs, f"{folder}/step_{step:06d}.json", json.dumps(row, default=float).encode())
 
 
 def recorded(step: int) -> dict[str, Any] | None:

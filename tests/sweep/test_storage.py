@@ -127,3 +127,34 @@ def test_resume_names_what_is_missing(tmp_path):
 
     with pytest.raises(ConfigError, match="no sweep to resume here"):
         resume_sweep(str(tmp_path / "results" / "demo"))
+
+
+def test_a_record_rewritten_while_read_is_always_read_whole_and_a_cut_one_is_skipped(tmp_path):
+    import threading
+
+    import pyarrow.fs as pafs
+
+    from sweep.store.results import recorded_steps
+    from sweep.store.storage import write_whole
+
+    fs, steps = pafs.LocalFileSystem(), tmp_path / "trial" / "steps"
+    steps.mkdir(parents=True)
+    big = {"step": 1, "padding": "x" * 2_000_000}  # long enough that a plain write is seen half-done
+    write_whole(fs, str(steps / "step_000001.json"), json.dumps(big).encode())
+    stop, seen = threading.Event(), []
+
+    def rewrite():
+        while not stop.is_set():
+            write_whole(fs, str(steps / "step_000001.json"), json.dumps(big).encode())
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        for _ in range(200):
+            seen.append(sorted(recorded_steps(tmp_path / "trial")))
+    finally:
+        stop.set()
+        writer.join()
+    assert seen == [[1]] * 200  # never empty, never a JSON error; the temporaries are not records
+    (steps / "step_000002.json").write_text('{"step": 2, "reward')  # a record cut by a kill (older sweeps)
+    assert sorted(recorded_steps(tmp_path / "trial")) == [1]
