@@ -46,7 +46,6 @@ sys.path.insert(0, str(ROOT))
 from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
 
 RUNS = WORLDS["hotel"].runs
-OUTCOMES = WORLDS["hotel"].outcomes
 HORIZONS = (5, 10, 15, 20, 25, 30)
 WINDOW = 2  # evals averaged into a gain (the sweep's default window, a fact of the data: not read from the code)
 DRAWS = 2000

@@ -343,20 +343,21 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     grid setting around its LR (bracketed: a trial at 1.9e-4 between a learner at 1e-4 and a flat 3e-4
     agrees with either label, since the grid cannot say which holds there)."""
     judged = [r for r in rows if r.get("gain") is not None]
-    settings = [(r, truth[horizon_of(int(r.get("steps", 0)))]["settings"]) for r in judged]
-    matched = [(r, nearest(float(r["config"]["optim.lr"]), s)) for r, s in settings]
-    around = [bracket(float(r["config"]["optim.lr"]), s) for r, s in settings]
+    lrs = [float(r["config"]["optim.lr"]) for r in judged]
+    settings = [truth[horizon_of(int(r.get("steps", 0)))]["settings"] for r in judged]
+    matched = [(r, nearest(lr, s)) for r, lr, s in zip(judged, lrs, settings)]
+    around = [bracket(lr, s) for lr, s in zip(lrs, settings)]
     top = truth[str(HORIZONS[-1])]["top"]  # the ranking's #1 against what holds at the users' horizon, not the sweep's
     band = truth[str(HORIZONS[-1])].get("band") or [s["lr"] for s in truth[str(HORIZONS[-1])]["settings"] if s["label"] == "learns"]
-    wrong = [(lr, v) for lr, v in ((float(r["config"]["optim.lr"]), r["verdict"]) for r in judged)
-             if band and ((v == "too low" and lr > max(band)) or (v == "too high" and lr < min(band)))]
+    wrong = [(lr, r["verdict"]) for r, lr in zip(judged, lrs)
+             if band and ((r["verdict"] == "too low" and lr > max(band)) or (r["verdict"] == "too high" and lr < min(band)))]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     clear = [(r, s, b) for (r, s), b in zip(matched, around) if s["label"] not in UNCLEAR]  # a truth to judge against
     agree = [r["verdict"] == s["label"] for r, s, _ in clear]
     agree_decided = [r["verdict"] == s["label"] for r, s, _ in clear if r["verdict"] != "undecided"]
     agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
-    return {"top1_trial_lr": float(matched[0][0]["config"]["optim.lr"]) if matched else None, "top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
+    return {"top1_trial_lr": lrs[0] if lrs else None, "top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
             "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
             "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),

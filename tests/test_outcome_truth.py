@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.outcome_truth import MIN_GAIN, OUTCOMES, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
+from bench.outcome_truth import MIN_GAIN, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
 from bench.worlds import WORLDS, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,21 +81,21 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
                {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}, world.name
 
 
-def test_the_frozen_truth_at_30_steps():
-    """What the frozen file says, as README reports it (a change of the rules or the runs shows here)."""
-    truth = json.loads(OUTCOMES.read_text())["truth"]["30"]
-    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == {
-        "1e-06": "too low", "3e-06": "mixed", "1e-05": "learns", "3e-05": "learns", "1e-04": "learns", "3e-04": "mixed",
-        "1e-03": "too high", "3e-03": "too high"}
-    assert truth["top"] == [3e-05, 1e-04] and truth["band"] == [1e-05, 3e-05, 1e-04] and MIN_GAIN == 0.03
+FROZEN_30 = {  # world: (labels at 30 steps, top set, learning band, the world's floor), as README reports them
+    "hotel": ({"1e-06": "too low", "3e-06": "mixed", "1e-05": "learns", "3e-05": "learns", "1e-04": "learns", "3e-04": "mixed",
+               "1e-03": "too high", "3e-03": "too high"}, [3e-05, 1e-04], [1e-05, 3e-05, 1e-04], 0.03),
+    # 24 runs, frozen 2026-11-29 before any of its judging seeds ran
+    "mix": ({"1e-06": "too low", "3e-06": "too low", "1e-05": "mixed", "3e-05": "learns", "1e-04": "learns", "3e-04": "learns",
+             "1e-03": "mixed", "3e-03": "too high"}, [3e-05, 1e-04, 3e-04], [3e-05, 1e-04, 3e-04], 0.005),
+}
 
 
-def test_the_mix_frozen_truth_at_30_steps():
-    """The mix's frozen file (24 runs, frozen 2026-11-29 before any of its judging seeds ran), as README reports it."""
-    frozen = json.loads(WORLDS["mix"].outcomes.read_text())
+@pytest.mark.parametrize("world", sorted(FROZEN_30))
+def test_the_frozen_truth_at_30_steps(world):
+    """What each world's frozen file says (a change of the rules or the runs shows here), every setting on three seeds."""
+    labels, top, band, floor = FROZEN_30[world]
+    frozen = json.loads(WORLDS[world].outcomes.read_text())
     truth = frozen["truth"]["30"]
-    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == {
-        "1e-06": "too low", "3e-06": "too low", "1e-05": "mixed", "3e-05": "learns", "1e-04": "learns", "3e-04": "learns",
-        "1e-03": "mixed", "3e-03": "too high"}
-    assert truth["top"] == [3e-05, 1e-04, 3e-04] and truth["band"] == [3e-05, 1e-04, 3e-04] and frozen["min_gain"] == 0.005
-    assert all(len(s["gains"]) == 3 for s in truth["settings"])  # every setting's three seeds
+    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == labels
+    assert truth["top"] == top and truth["band"] == band and WORLDS[world].min_gain == frozen.get("min_gain", floor) == floor
+    assert all(len(s["gains"]) == 3 for s in truth["settings"])
