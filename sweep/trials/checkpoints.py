@@ -114,8 +114,7 @@ class MarkPersisted(Callback):
         fs, folder = trial.storage.storage_filesystem, f"{trial.storage.trial_fs_path}/{name}"
         try:
             if fs.get_file_info(folder).type == pafs.FileType.Directory:  # (another trainable's checkpoint may live elsewhere)
-                with fs.open_output_stream(f"{folder}/{MARKER}") as f:
-                    f.write(json.dumps({"step": int(step)}).encode())
+                write_whole(fs, f"{folder}/{MARKER}", json.dumps({"step": int(step)}).encode())
         except OSError as exc:  # unmarked, the checkpoint is still Tune's to restore from; the sweep goes on
             log.warning("could not mark %s complete: %s", folder, exc)
 

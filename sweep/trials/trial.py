@@ -18,11 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from configkit import environ
 from configkit.base import apply_overrides, validate
 from grpo.config import TrainerConfig
 from grpo.process import release_memory
-from sweep.store.storage import DirMirror, open_storage
+from sweep.store.storage import DirMirror, open_storage, write_whole
 from sweep.trials import attempts, checkpoints
 from sweep.trials.scratch import remove_orphans, scratch_dir
 
@@ -175,7 +177,8 @@ def forget_evals_after(output_dir: str, resume_from: str | None, mirror: DirMirr
                 continue
             if kept(step):
                 by_step[step] = line
-        aggregate.write_text("".join(f"{by_step[step]}\n" for step in sorted(by_step)))
+        # whole: a process killed mid-rewrite would otherwise lose the evals kept so far
+        write_whole(pafs.LocalFileSystem(), str(aggregate), "".join(f"{by_step[step]}\n" for step in sorted(by_step)).encode())
     for dump in root.glob("global_step_*"):
         if dump.is_dir() and not kept(int(dump.name.rsplit("_", 1)[1])):
             shutil.rmtree(dump, ignore_errors=True)
