@@ -25,16 +25,6 @@ from bench.record import record  # noqa: E402
 from bench.worlds import WORLDS  # noqa: E402
 
 
-def sample(tasks, n_samples, envs, generator, chat, limits, seed):
-    from grpo.episodes import collect
-
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        started = time.perf_counter()
-        trajectories = collect(tasks, n_samples, envs, generator, chat, limits)
-    return time.perf_counter() - started, trajectories
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--world", choices=sorted(WORLDS), default="mix")
@@ -44,8 +34,7 @@ def main() -> None:
 
     from grpo.build import build_models, open_environments
     from grpo.data import trial_tasks
-    from grpo.episodes import EpisodeLimits
-    from grpo.evaluation import EVAL_SEED_OFFSET, eval_summary
+    from grpo.evaluation import eval_summary, sample_eval
     from grpo.rollout.hf import KV_CACHES, HFGenerator
     from sweep.spec.loader import load_trainer
 
@@ -55,14 +44,16 @@ def main() -> None:
     models = build_models(cfg, train_tasks)
     base = models.generator
     generators = {kv: HFGenerator(base.model, stop_id=base.stop_id, pad_id=base.pad_id, kv_cache=kv) for kv in reversed(KV_CACHES)}
-    limits, n, seed = EpisodeLimits.of(cfg.rollout), cfg.eval.n_samples, cfg.seed + EVAL_SEED_OFFSET
+    n = cfg.eval.n_samples
     runs, tokens, logprobs = [], {}, {}
     with open_environments(cfg, eval_tasks) as envs:
         for gen in generators.values():  # warm-up: a few tasks each, untimed
-            sample(eval_tasks[:4], n, envs, gen, models.chat, limits, seed)
+            sample_eval(cfg, gen, models.chat, eval_tasks[:4], envs)
         for r in range(args.repeats):
             for kv, gen in generators.items():
-                seconds, trajectories = sample(eval_tasks, n, envs, gen, models.chat, limits, seed)
+                started = time.perf_counter()
+                trajectories = sample_eval(cfg, gen, models.chat, eval_tasks, envs)
+                seconds = time.perf_counter() - started
                 ids = [t.token_ids for t in trajectories]
                 lps = [t.sampler_logprobs for t in trajectories]
                 tokens.setdefault(kv, ids)

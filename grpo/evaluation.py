@@ -37,9 +37,7 @@ EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from trainin
 def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend: EnvBackend, global_step: int) -> dict[str, float]:
     """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set."""
     started = time.perf_counter()
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
-        torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
-        trajectories = collect(eval_tasks, cfg.eval.n_samples, backend, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
+    trajectories = sample_eval(cfg, models.generator, models.chat, eval_tasks, backend)
     metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
     failed = [t for t in trajectories if t.env_error]
     if failed:  # left out of n: a flaky environment moves pass@1, so say so
@@ -48,6 +46,13 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend
     if cfg.output_dir:
         write_eval(cfg.output_dir, global_step, trajectories, metrics, models.chat)
     return metrics
+
+
+def sample_eval(cfg: TrainerConfig, generator, chat: ChatFormat, eval_tasks: list[Task], backend: EnvBackend) -> list[Trajectory]:
+    """The eval's episodes: every task ``eval.n_samples`` times from the eval's own seed, in a fork of the random state."""
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
+        torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
+        return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, EpisodeLimits.of(cfg.rollout))
 
 
 def share_base_eval(cfg: TrainerConfig, line: dict[str, Any]) -> dict[str, float]:

@@ -48,6 +48,6 @@ def test_the_static_kv_cache_samples_what_the_dynamic_one_does(tiny_base, chat, 
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(d.logprobs), atol=1e-4)
 
 
-def test_an_unknown_kv_cache_is_refused(tiny_base, chat):
+def test_an_unknown_kv_cache_is_refused():
     with pytest.raises(ValueError, match="kv_cache 'paged': one of static, dynamic"):
-        HFGenerator(None, stop_id=chat.end_id, pad_id=chat.pad_id, kv_cache="paged")
+        HFGenerator(None, stop_id=1, pad_id=0, kv_cache="paged")
