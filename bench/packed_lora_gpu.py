@@ -6,7 +6,10 @@ steps each, rollouts by vLLM:
 - ``alone``: each trial as ``sweep run`` would run it unpacked: its own process, its own engine, its base
   FSDP2-wrapped in bf16, one after another (``grpo.trainer.train``);
 - ``packed``: all K in one process (``grpo.pack.train_packed``): one base, moved to the GPU whole (float32),
-  one engine holding every member's adapter, members stepping in turn.
+  one engine holding every member's adapter. With ``--turns per_episode`` (the default) the engine is vLLM's
+  streaming one and each round runs every member's rollouts at once on it (``grpo.pack.Pack.step_round``), then
+  their updates in turn; with ``--turns batched``, a batch per turn and members stepping in turn. The lone
+  trials sample with the same ``--turns``, so the ratio is the packing's alone.
 Each side is timed from its process's start to its end (imports, model loading and engine start-up counted).
 Trials per GPU-hour: K trials over each side's seconds; the figure is their ratio (issue 36's target: >= 3 at
 K=4, 20 steps). Each member's curve beside its lone run: per step ``policy/kl`` and ``rollout/logprob_gap``;
@@ -14,10 +17,10 @@ the tolerance stated and checked: every step's gap below 0.05 on both sides (eac
 adapter), and the last step's KL packed/alone within [0.5, 2] (bf16 FSDP2 alone, float32 packed, and vLLM
 samples drawn in another order: close, not equal).
 
-    python bench/packed_lora_gpu.py [--k 4] [--steps 20]
+    python bench/packed_lora_gpu.py [--k 4] [--steps 20] [--turns per_episode|batched]
 
-``--smoke``: the same bench on CPU with the tiny test model and HF rollouts (two trials, two steps): checks
-the bench runs, measures nothing. Needs a CUDA GPU and vLLM otherwise. Writes its runs to ``bench/data/``
+``--smoke``: the same bench on CPU with the tiny test model and HF rollouts (two trials, two steps, batched
+turns: HF packs step in turn): checks the bench runs, measures nothing. Needs a CUDA GPU and vLLM otherwise. Writes its runs to ``bench/data/``
 and ends with one JSON line.
 """
 
@@ -43,7 +46,7 @@ KL_RATIO = (0.5, 2.0)
 TINY_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "warmstart_steps": 20, "warmstart_batch_size": 8}
 
 
-def trial_config(model: dict, lr: float, seed: int, steps: int, out: str, backend: str):
+def trial_config(model: dict, lr: float, seed: int, steps: int, out: str, backend: str, turns: str = "batched"):
     """A trial's config; the backend goes in after validation, as the config refuses LoRA with vLLM until it is verified."""
     from grpo.config import TrainerConfig
 
@@ -58,7 +61,7 @@ def trial_config(model: dict, lr: float, seed: int, steps: int, out: str, backen
     if backend == "hf":
         return cfg
     vllm = cfg.rollout.vllm.model_copy(update={"gpu_memory_utilization": 0.3, "enforce_eager": True})
-    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm})})
+    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "vllm": vllm, "turns": turns})})
 
 
 def child(args) -> int:
@@ -67,7 +70,7 @@ def child(args) -> int:
 
     model = json.loads(args.model)
     ids = [args.trial] if args.run == "alone" else list(range(args.k))
-    cfgs = [trial_config(model, LRS[i], i, args.steps, str(Path(args.out).parent / f"{args.run}_{i}"), args.backend) for i in ids]
+    cfgs = [trial_config(model, LRS[i], i, args.steps, str(Path(args.out).parent / f"{args.run}_{i}"), args.backend, args.turns) for i in ids]
     reporters = [ListReporter() for _ in cfgs]
     if args.run == "alone":
         from grpo.trainer import train
@@ -96,6 +99,8 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--shape", default="qwen2.5-0.5b")
+    parser.add_argument("--turns", choices=["per_episode", "batched"], default="per_episode",
+                        help="per_episode: the streaming engine, a pack's members rolling out at once; batched: a batch per turn, members in turn")
     parser.add_argument("--smoke", action="store_true", help="CPU, the tiny test model, HF rollouts, 2 trials x 2 steps: the bench runs")
     parser.add_argument("--run", choices=["alone", "packed"], help=argparse.SUPPRESS)
     parser.add_argument("--trial", type=int, default=0, help=argparse.SUPPRESS)
@@ -110,12 +115,12 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-packed-"))
     if args.smoke:
-        args.k, args.steps, backend, model = min(args.k, 2), min(args.steps, 2), "hf", TINY_MODEL
+        args.k, args.steps, args.turns, backend, model = min(args.k, 2), min(args.steps, 2), "batched", "hf", TINY_MODEL
     else:
         from grpo.shapes import write_random_model
 
         backend, model = "vllm", {"name_or_path": str(write_random_model(args.shape, work / args.shape)), "dtype": "bfloat16"}
-    common = ["--k", str(args.k), "--steps", str(args.steps), "--model", json.dumps(model), "--backend", backend]
+    common = ["--k", str(args.k), "--steps", str(args.steps), "--model", json.dumps(model), "--backend", backend, "--turns", args.turns]
     alone_s, reports = [], {}
     for i in range(args.k):
         out = work / f"alone_{i}.json"
@@ -137,7 +142,7 @@ def main() -> int:
         if not args.smoke and (ratio is None or not KL_RATIO[0] <= ratio <= KL_RATIO[1]):
             misses.append(f"trial {i}: last KL packed/alone {ratio}")
     speedup = sum(alone_s) / packed_s
-    summary = {"shape": "tiny (smoke, CPU)" if args.smoke else args.shape, "k": args.k, "steps": args.steps, "backend": backend,
+    summary = {"shape": "tiny (smoke, CPU)" if args.smoke else args.shape, "k": args.k, "steps": args.steps, "backend": backend, "turns": args.turns,
                "alone_s": round(sum(alone_s), 1), "packed_s": round(packed_s, 1),
                "trials_per_gpu_hour_alone": round(3600 * args.k / sum(alone_s), 2), "trials_per_gpu_hour_packed": round(3600 * args.k / packed_s, 2),
                "speedup": round(speedup, 2), "target": TARGET, "target_met": None if args.smoke else speedup >= TARGET,

@@ -70,8 +70,9 @@ def pack_clashes(cfg: TrainerConfig, workers: int, gpu: bool) -> list[Clash]:
     if cfg.model.lora is None:
         clashes.append(Clash("trainer.model.lora", f"= None: packed trials share one frozen base, each training its own LoRA adapter; "
                                                    f"set it (e.g. {{rank: 16}}){why}"))
-    if cfg.rollout.turns == "per_episode":
-        clashes.append(Clash("trainer.rollout.turns", f"= 'per_episode': a pack's members sample with plain batched turns; set it to batched{why}"))
+    if cfg.rollout.turns == "per_episode" and cfg.rollout.backend == "hf":
+        clashes.append(Clash("trainer.rollout.turns", f"= 'per_episode': a pack's members sample with plain batched turns on HF (per-episode "
+                                                      f"turns in a pack need vLLM's streaming engine, rollout.backend: vllm); set it to batched{why}"))
     if workers > 1:
         clashes.append(Clash("resources.workers_per_trial", f"= {workers} with packed trials: a pack is one process (FSDP2-sharded LoRA "
                                                             f"is unverified); set it to 1{why}"))

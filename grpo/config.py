@@ -250,7 +250,7 @@ class RolloutConfig(StrictModel):
         description="How model turns reach the sampler. batched: one batch per turn of every live episode (each turn waits for the "
         "slowest episode's tool call). per_episode: each episode's next turn is sent as soon as its tool result is back, each with "
         "a seed of its own, so a transcript does not depend on timing (grpo.episodes.StreamedTurns). On HF it samples one request "
-        "at a time (slower on CPU: the loop's reference); on vLLM (one engine holding every live request) it is refused until it has run on a GPU.",
+        "at a time (slower on CPU: the loop's reference); on vLLM, one engine holds every live request (continuous batching).",
     )
     n_samples_per_prompt: int = Field(4, ge=2, le=64, description="Group size: samples per task per step.")
     prompts_per_step: int = Field(4, ge=1, description="Tasks per GRPO step.")

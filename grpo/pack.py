@@ -19,15 +19,25 @@ On a GPU the pack's base is moved to it whole, without FSDP2 (a one-process pack
 adapters join after the base is placed; peft puts each on its base layer's device), and trains in float32.
 The sweep's config refuses GPU packs and LoRA with vLLM until the GPU check has run them
 (``tests/gpu/test_pack_gpu.py``, ``bench/packed_lora_gpu.py``).
-Leaves out: rollouts of several members in one batch or at once (members step in turn; on CPU a mixed
-batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a GPU, and Tune itself (``sweep.trials.packing``).
+With ``rollout.turns: per_episode`` that engine is the streaming one (``grpo.rollout.vllm_stream``), and
+``step_round`` runs its members' rollouts at once, each member in a thread of its own sending its requests, through
+its own adapter, into the one engine, which batches them together (continuous batching across members, episodes
+and turns); then each member's update, eval and checkpoint in turn. A member's rollout seeds come from its own RNG
+state (``ServedAdapter.seeds``), and the rollouts draw nothing else from the global RNG, so each member reports
+what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
+The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
+whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: rollouts of several members at once on HF
+(members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
+GPU, and Tune itself (``sweep.trials.packing``).
 """
 
 from __future__ import annotations
 
 import random
+import time
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,12 +51,14 @@ from grpo.combinations import pack_clashes, refuse
 from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
 from grpo.distributed import device, on_gpu
+from grpo.dynamic import StepRollouts, roll_out
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
 from grpo.rollout.adapters import engine_lora_rank
 from grpo.rollout.hf import HFGenerator
-from grpo.rollout.vllm import ServedAdapter, VLLMGenerator, engine_settings
-from grpo.trainer import Progress, start_process, start_progress, train_step
+from grpo.rollout.vllm import ServedAdapter, SleepingEngine, VLLMGenerator, engine_settings
+from grpo.rollout.vllm_stream import VLLMStreamingGenerator
+from grpo.trainer import Progress, begin_step, end_step, learn, start_process, start_progress, train_step
 from toolenvs.seam import EnvBackend
 
 
@@ -164,6 +176,70 @@ class Pack:
         member.next_step += 1
         return member.next_step - 1, metrics, saved
 
+    @property
+    def rolls_out_together(self) -> bool:
+        """Whether ``step_round`` runs its members' rollouts at once: on a streaming engine."""
+        return self.engine is not None and self.engine.streams
+
+    def step_round(self, members: Sequence[Member]) -> list[tuple[int, dict[str, float], str | None] | Exception]:
+        """One step of each of ``members``, in their order: each one's ``step`` result, or the exception its step
+        raised (the others go on). When the pack ``rolls_out_together`` their rollouts run at once on the engine
+        (module docstring); otherwise each steps in turn, as ``step``."""
+        if not self.rolls_out_together or len(members) < 2:
+            return [self._attempt(self.step, m) for m in members]
+        assert self.envs is not None and self.engine is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
+        for member in members:
+            if member.done:
+                raise ValueError(f"{member.name} has run its {member.cfg.total_steps} steps")
+        out: dict[str, tuple[int, dict[str, float], str | None] | Exception] = {}
+        for member in members:
+            with self.active(member):
+                begun = self._attempt(begin_step, member.cfg, member.models, member.progress, self.envs, member.next_step)
+            if isinstance(begun, Exception):
+                out[member.name] = begun
+        rolling = [m for m in members if m.name not in out]
+        self.engine.wake()  # once, before the threads (each request would wake it; the threads must not race to)
+        with ThreadPoolExecutor(max(1, len(rolling)), thread_name_prefix="pack-rollouts") as pool:
+            rolled = list(pool.map(self._roll_out, rolling))
+        for member, done in zip(rolling, rolled):
+            if isinstance(done, Exception):
+                out[member.name] = done
+                continue
+            with self.active(member):
+                out[member.name] = self._attempt(self._finish, member, *done)
+        return [out[m.name] for m in members]
+
+    def _roll_out(self, member: Member) -> tuple[StepRollouts, float] | Exception:
+        """``member``'s rollouts of its next step, in a thread beside the others': its seeds from its own RNG state."""
+        generator = member.models.generator
+        assert isinstance(generator, ServedAdapter)
+        seeds = torch.Generator()
+        seeds.set_state(member.rng.torch)
+        generator.seeds = seeds
+        started = time.perf_counter()
+        try:
+            return roll_out(member.cfg, member.models, member.progress.sampler, self.envs), time.perf_counter() - started  # type: ignore[arg-type]
+        except Exception as exc:
+            return exc
+        finally:
+            generator.seeds = None
+            member.rng.torch = seeds.get_state()
+
+    def _finish(self, member: Member, rollouts: StepRollouts, rollout_s: float) -> tuple[int, dict[str, float], str | None]:
+        """``member``'s step after its rollouts (its adapter active, its RNG in place): update, eval, checkpoint."""
+        step = member.next_step
+        metrics = learn(member.cfg, member.models, member.progress.sampler, member.progress.shuffle, rollouts, rollout_s)
+        metrics, saved = end_step(member.cfg, member.models, member.progress, self.envs, step, metrics)  # type: ignore[arg-type]
+        member.next_step += 1
+        return step, metrics, saved
+
+    @staticmethod
+    def _attempt(fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            return exc
+
     def leave(self, member: Member) -> None:
         """Drop a member: its adapter, optimizer state and progress go; the base stays for the next to join."""
         self.members.pop(member.name, None)
@@ -193,9 +269,11 @@ class Pack:
         self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
 
 
-def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int) -> VLLMGenerator:
-    """The pack's one vLLM engine over its base, holding up to ``capacity`` adapters (``grpo.rollout.vllm``)."""
-    return VLLMGenerator(replace(engine_settings(cfg, model_dir, 0), max_loras=capacity), stop_id)
+def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int) -> SleepingEngine:
+    """The pack's one vLLM engine over its base, holding up to ``capacity`` adapters: the streaming one with
+    ``rollout.turns: per_episode`` (``grpo.rollout.vllm_stream``), else a batch per turn (``grpo.rollout.vllm``)."""
+    engine = VLLMStreamingGenerator if cfg.rollout.turns == "per_episode" else VLLMGenerator
+    return engine(replace(engine_settings(cfg, model_dir, 0), max_loras=capacity), stop_id)
 
 
 def check_packable(pack: TrainerConfig, trial: TrainerConfig) -> None:
@@ -230,11 +308,12 @@ def _get(tree: dict[str, Any], key: str) -> Any:
 
 
 def train_packed(cfgs: Sequence[TrainerConfig], reporters: Sequence[Reporter]) -> None:
-    """Run K trials as one pack, round robin, one step each in turn, until every one has run its steps
-    (``grpo.trainer.train`` for K trials at once; each reports to its own reporter)."""
+    """Run K trials as one pack, in rounds of one step each (``Pack.step_round``), until every one has run its steps
+    (``grpo.trainer.train`` for K trials at once; each reports to its own reporter, in the members' order)."""
     with Pack(cfgs[0], len(cfgs)) as pack:
         members = [pack.join(cfg) for cfg in cfgs]
-        while any(not m.done for m in members):
-            for member, reporter in zip(members, reporters):
-                if not member.done:
-                    reporter.report(*pack.step(member))
+        while live := [i for i, m in enumerate(members) if not m.done]:
+            for i, out in zip(live, pack.step_round([members[i] for i in live])):
+                if isinstance(out, Exception):
+                    raise out
+                reporters[i].report(*out)

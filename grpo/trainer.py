@@ -32,7 +32,7 @@ from grpo.config import TrainerConfig
 from grpo.curriculum import CurriculumSampler
 from grpo.data import TaskSampler, make_sampler, trial_tasks
 from grpo.distributed import Ranks, full_parameters, init_ranks, shutdown
-from grpo.dynamic import roll_out
+from grpo.dynamic import StepRollouts, roll_out
 from grpo.episodes import Trajectory
 from grpo.evaluation import Evals, evaluate, share_base_eval
 from grpo.metrics import SampleOutcome, reward_metrics, rollout_metrics
@@ -94,14 +94,25 @@ def start_progress(
 
 def train_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBackend, step: int) -> tuple[dict[str, float], str | None]:
     """Step ``step`` of the loop: its learning rate, the eval where training starts, the GRPO step, the
-    evals and checkpoint it is due; returns what to report (the newest evals ride along) and the checkpoint."""
-    ranks, evals, eval_tasks = models.ranks, progress.evals, progress.eval_tasks
+    evals and checkpoint it is due; returns what to report (the newest evals ride along) and the checkpoint.
+    In three parts, which a pack runs apart (``grpo.pack.Pack.step_round``: its members' rollouts at once)."""
+    begin_step(cfg, models, progress, envs, step)
+    return end_step(cfg, models, progress, envs, step, run_step(cfg, models, progress.sampler, envs, progress.shuffle))
+
+
+def begin_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBackend, step: int) -> None:
+    """Before the rollouts: the step's learning rate, and the eval where training starts (unless it is had)."""
     set_learning_rate(cfg, models.optimizer, step)
-    if eval_tasks and step == progress.first_step and ranks.main and not evals.has(step - 1):
-        evals.add(step - 1, evaluate(cfg, models, eval_tasks, envs, global_step=step - 1))  # where training starts
-    metrics = run_step(cfg, models, progress.sampler, envs, progress.shuffle)
-    if eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
-        evals.add(step, evaluate(cfg, models, eval_tasks, envs, global_step=step))
+    if progress.eval_tasks and step == progress.first_step and models.ranks.main and not progress.evals.has(step - 1):
+        progress.evals.add(step - 1, evaluate(cfg, models, progress.eval_tasks, envs, global_step=step - 1))  # where training starts
+
+
+def end_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBackend, step: int,
+             metrics: dict[str, float]) -> tuple[dict[str, float], str | None]:
+    """After the update: the eval and the checkpoint the step is due; (what to report, the checkpoint or None)."""
+    ranks, evals = models.ranks, progress.evals
+    if progress.eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
+        evals.add(step, evaluate(cfg, models, progress.eval_tasks, envs, global_step=step))
     saved = None
     if progress.saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):
         state = TrainerState(step, progress.sampler.state(), evals.state())
@@ -173,7 +184,14 @@ def run_step(cfg: TrainerConfig, models: Models, sampler: TaskSampler | Curricul
     rounds replace groups without signal: ``grpo.dynamic``): rollouts, advantages, update."""
     started = time.perf_counter()
     rollouts = roll_out(cfg, models, sampler, envs)
-    rollout_s = time.perf_counter() - started
+    return learn(cfg, models, sampler, shuffle, rollouts, time.perf_counter() - started)
+
+
+def learn(cfg: TrainerConfig, models: Models, sampler: TaskSampler | CurriculumSampler, shuffle: torch.Generator,
+          rollouts: StepRollouts, rollout_s: float) -> dict[str, float]:
+    """The step after its rollouts (which took ``rollout_s``): the sampler learns from them, the policy is updated
+    on them, the sampler gets the new weights; the step's metrics."""
+    started = time.perf_counter()
     everyone = rollouts.everyone
     failed = [t for t in everyone if t.env_error]
     if len(failed) == len(everyone):
@@ -192,7 +210,8 @@ def run_step(cfg: TrainerConfig, models: Models, sampler: TaskSampler | Curricul
     stats["perf/rss_gib"] = resident_gib()
     check_logprob_gap(stats["rollout/logprob_gap"], cfg.rollout.logprob_gap_warn, cfg.rollout.logprob_gap_max)
     lr = models.optimizer.param_groups[0]["lr"]
-    return {**step_metrics(everyone, stats, rollout_s, time.perf_counter() - started, lr), **rollouts.metrics, **sampler.metrics()}
+    step_s = rollout_s + time.perf_counter() - started
+    return {**step_metrics(everyone, stats, rollout_s, step_s, lr), **rollouts.metrics, **sampler.metrics()}
 
 
 def step_metrics(episodes: list[Trajectory], stats: dict[str, float], rollout_s: float, step_s: float, lr: float) -> dict[str, float]:

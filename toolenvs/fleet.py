@@ -11,7 +11,7 @@ so the trainer's loop runs Fleet tasks unchanged, and adds what it lacks, each f
   3 + 6 + 12 s) is a ``VerifierError``: the episode is left out of its group's advantage and counted,
   never scored 0.
 - A sweep-wide cap on instances open at once (``InstanceSlots``; Fleet's quotas are per API key): a Ray
-  actor every trial of the sweep shares, or a semaphore of the process for ``sweep train``.
+  actor every trial of the sweep shares, or a count of the process for ``sweep train`` (its loops may run at once).
 - The conversation reaches a judge-style verifier (``FleetTaskEnv.conversation_messages``, which its
   caller must set).
 - Closing deletes the instance: ``FleetEnvClient.close_async`` hands the SDK's ``AsyncEnv.close``, a
@@ -30,6 +30,7 @@ import importlib
 import inspect
 import json
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
@@ -94,26 +95,51 @@ def task_config(task: Task) -> dict[str, Any]:
 
 
 class InstanceSlots:
-    """At most ``size`` Fleet instances open at once in this process (``sweep train``): one semaphore per
-    event loop, the loops of one process running one after another."""
+    """At most ``size`` Fleet instances open at once in this process (``sweep train``), whichever event loops and
+    threads ask: a count under a lock, and each waiter a future on its own loop, woken (from any thread) by every
+    release to try again. A pack's members roll out at once, each on a loop of its own (``grpo.pack``)."""
 
     def __init__(self, size: int):
         self.size = size
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        return self._semaphores.setdefault(id(asyncio.get_running_loop()), asyncio.Semaphore(self.size))
+        self._lock = threading.Lock()
+        self._open = 0
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     async def acquire(self) -> None:
-        await self._semaphore().acquire()
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                if self._open < self.size:
+                    self._open += 1
+                    return
+                woken: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((loop, woken))
+            try:
+                await woken
+            finally:
+                with self._lock:
+                    if (loop, woken) in self._waiters:
+                        self._waiters.remove((loop, woken))
 
     async def release(self, lease: None) -> None:
-        self._semaphore().release()
+        with self._lock:
+            self._open -= 1
+            waiters, self._waiters = self._waiters, []
+        for loop, woken in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, woken)
+            except RuntimeError:  # its loop has closed (the waiter was cancelled with it): nothing to wake
+                pass
 
     def slot(self) -> Any:
         from toolenvs.fleet_slots import held
 
         return held(self)
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 class FleetClient:

@@ -214,11 +214,13 @@ def share_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, 
 
 
 class SleepingEngine:
-    """The sleep, wake and weight-load rules both vLLM generators follow (``VLLMGenerator`` and the streaming
-    ``grpo.rollout.vllm_stream.VLLMStreamingGenerator``); each gives its engine's four calls."""
+    """The sleep, wake, weight-load and adapter rules both vLLM generators follow (``VLLMGenerator`` and the streaming
+    ``grpo.rollout.vllm_stream.VLLMStreamingGenerator``); each gives its engine's calls."""
 
     settings: EngineSettings
     asleep: bool = False
+    shelf: AdapterShelf | None = None  # the adapters' folders and current versions, when the engine serves LoRA adapters
+    adapter_name: str = "default"  # the adapter ``load_adapter`` and plain requests name by default (a lone LoRA trial's)
 
     def _sleep(self, level: int) -> None: ...
 
@@ -228,6 +230,52 @@ class SleepingEngine:
         """Run ``fn(worker, arg)`` in the engine's workers (``collective_rpc``) and wait for it."""
 
     def _reset_prefix_cache(self) -> None: ...
+
+    def _add_lora(self, version: AdapterVersion) -> bool: ...
+
+    def _remove_lora(self, adapter_id: int) -> None: ...
+
+    def _open_shelf(self, adapter_name: str) -> None:
+        """Serve adapters when the settings say so (``max_loras`` > 0): their folders in memory, removed with the generator."""
+        self.serves_adapter = self.settings.max_loras > 0
+        self.adapter_name = adapter_name
+        if self.serves_adapter:
+            self.shelf = AdapterShelf(staging_dir(2**20))
+            weakref.finalize(self, self.shelf.close)
+
+    @property
+    def adapter(self) -> AdapterVersion | None:
+        """The served adapter's current version; None before its first load (the base alone: a fresh adapter's B is 0)."""
+        return self.version_of(self.adapter_name)
+
+    def version_of(self, name: str) -> AdapterVersion | None:
+        """Adapter ``name``'s current version (None: the base, before its first load, or when the engine serves none)."""
+        return None if self.shelf is None else self.shelf.current.get(name)
+
+    def load_adapter(self, policy, name: str | None = None) -> None:
+        """Adapter ``name``'s (default: the served one's) new weights, after an update: written as its next version,
+        the old version unloaded first (with every slot taken, vLLM would make room by evicting another member's
+        adapter), the new one loaded under a fresh id and name (so no cached prefix of the old one is reused), the
+        old folder deleted. The base stays."""
+        assert self.shelf is not None, "this engine serves no adapter (settings.max_loras is 0): use load_weights"
+        name = name or self.adapter_name
+        version = self.shelf.write(policy, name)
+        self.wake()
+        old = self.shelf.current.get(name)
+        if old is not None:
+            self._remove_lora(old.id)
+        if not self._add_lora(version):
+            raise RuntimeError(f"vLLM did not load adapter {name!r} (version {version.id}) from {version.path}")
+        if (replaced := self.shelf.commit(version)) is not None:
+            self.shelf.retire(replaced)
+
+    def drop_adapter(self, name: str) -> None:
+        """Adapter ``name`` leaves the engine (a pack's member that left): its version unloaded and deleted."""
+        version = None if self.shelf is None else self.shelf.current.pop(name, None)
+        if version is not None:
+            self._remove_lora(version.id)
+            assert self.shelf is not None
+            self.shelf.retire(version)
 
     def sleep(self) -> None:
         """Free the engine's GPU memory for the update (level 2 drops the weights: ``load_weights`` must follow)."""
@@ -271,18 +319,9 @@ class VLLMGenerator(SleepingEngine):
         environ.VLLM_ALLOW_INSECURE_SERIALIZATION.set_default("1")  # collective_rpc with our load function
         self.settings = settings
         self.stop_id = stop_id
-        self.serves_adapter = settings.max_loras > 0
-        self.adapter_name = adapter_name
-        self.shelf = AdapterShelf(staging_dir(2**20)) if self.serves_adapter else None
-        if self.shelf is not None:
-            weakref.finalize(self, self.shelf.close)
+        self._open_shelf(adapter_name)
         with visible_devices(engine_visible_devices(local_rank, environ.CUDA_VISIBLE_DEVICES.get(), ray_gpu_ids())):
             self.llm = LLM(**engine_kwargs(settings))
-
-    @property
-    def adapter(self) -> AdapterVersion | None:
-        """The served adapter's current version; None before its first load (the base alone: a fresh adapter's B is 0)."""
-        return None if self.shelf is None else self.shelf.current.get(self.adapter_name)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
         return self.generate_as(self.adapter_name, prompts, sampling)
@@ -293,38 +332,16 @@ class VLLMGenerator(SleepingEngine):
 
         self.wake()
         params = vllm_sampling(sampling, self.stop_id)
-        version = None if self.shelf is None else self.shelf.current.get(name)
+        version = self.version_of(name)
         adapter = None if version is None else lora_request(version)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False, lora_request=adapter)
         return [completion_of(out.outputs[0]) for out in outputs]
 
-    def load_adapter(self, policy, name: str | None = None) -> None:
-        """Adapter ``name``'s (default: the served one's) new weights, after an update: written as its next version,
-        the old version unloaded first (with every slot taken, vLLM would make room by evicting another member's
-        adapter), the new one loaded under a fresh id and name (so no cached prefix of the old one is reused), the
-        old folder deleted. The base stays."""
-        assert self.shelf is not None, "this engine serves no adapter (settings.max_loras is 0): use load_weights"
-        name = name or self.adapter_name
-        version = self.shelf.write(policy, name)
-        self.wake()
-        old = self.shelf.current.get(name)
-        if old is not None:
-            self.llm.llm_engine.remove_lora(old.id)
-        if not self.llm.llm_engine.add_lora(lora_request(version)):
-            raise RuntimeError(f"vLLM did not load adapter {name!r} (version {version.id}) from {version.path}")
-        if (replaced := self.shelf.commit(version)) is not None:
-            self.shelf.retire(replaced)
+    def _add_lora(self, version: AdapterVersion) -> bool:
+        return self.llm.llm_engine.add_lora(lora_request(version))
 
-    def drop_adapter(self, name: str) -> None:
-        """Adapter ``name`` leaves the engine (a pack's member that left): its version unloaded and deleted."""
-        version = None if self.shelf is None else self.shelf.current.pop(name, None)
-        if version is not None:
-            self._drop(version)
-
-    def _drop(self, version: AdapterVersion) -> None:
-        self.llm.llm_engine.remove_lora(version.id)
-        assert self.shelf is not None
-        self.shelf.retire(version)
+    def _remove_lora(self, adapter_id: int) -> None:
+        self.llm.llm_engine.remove_lora(adapter_id)
 
     def _sleep(self, level: int) -> None:
         self.llm.sleep(level=level)
@@ -341,17 +358,29 @@ class VLLMGenerator(SleepingEngine):
 
 class ServedAdapter:
     """One adapter's generator on an engine that serves several (a pack's member on the pack's engine): its
-    requests carry its own adapter, and its updates reload only that adapter. Sleep and wake are the engine's."""
+    requests carry its own adapter, and its updates reload only that adapter. Sleep and wake are the engine's.
+    On a streaming engine it streams too (``agenerate``), and its rollout seeds come from ``seeds`` when a pack has
+    set it (its members roll out at once, each from its own RNG: ``grpo.pack.Pack.step_round``), else from torch's."""
 
     needs_weight_sync = True
-    streams = False
     serves_adapter = True
 
-    def __init__(self, engine: VLLMGenerator, name: str):
+    def __init__(self, engine: SleepingEngine, name: str):
         self.engine, self.name = engine, name
+        self.streams = engine.streams  # type: ignore[attr-defined]  # each generator class says whether it streams
+        self.seeds: Any = None  # a torch.Generator while the pack rolls its members out at once
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
-        return self.engine.generate_as(self.name, prompts, sampling)
+        return self.engine.generate_as(self.name, prompts, sampling)  # type: ignore[attr-defined]
+
+    async def agenerate(self, prompt: list[int], sampling: SamplingParams) -> Completion:
+        return await self.engine.agenerate_as(self.name, prompt, sampling)  # type: ignore[attr-defined]
+
+    def rollout_seed(self) -> int:
+        """As ``VLLMStreamingGenerator.rollout_seed`` draws it, from ``seeds`` when set."""
+        import torch
+
+        return int(torch.randint(0, 2**31 - 1, (1,), generator=self.seeds).item())
 
     def load_adapter(self, policy) -> None:
         self.engine.load_adapter(policy, self.name)

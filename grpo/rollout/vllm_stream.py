@@ -11,8 +11,10 @@ loop. Weights, sleep and wake follow ``grpo.rollout.vllm.SleepingEngine`` (the s
 prefix cache reset after a load), through the async engine's calls. vLLM is imported only in ``AsyncVLLM``; the
 generator itself drives any ``StreamingEngine`` (a stand-in one on CPU tests the loop and the state machine).
 
-Not yet run on a GPU (written 2026-11-28 with no GPU lent): ``tests/gpu/test_vllm_generator.py`` runs it, and
-``rollout.turns: per_episode`` with ``backend: vllm`` stays refused until that test has passed on one.
+Ran on one H200 on 2026-11-28 (38e8ce3: ``tests/gpu/test_vllm_generator.py`` and five GRPO steps). With
+``settings.max_loras`` > 0 it keeps the base and serves LoRA adapters, each request naming its adapter's current
+version (``SleepingEngine.load_adapter``): a LoRA trial's, or every member of a pack at once (``grpo.pack``); that
+side is tested on CPU with an HF-backed stand-in and has not run on a GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from configkit import environ
 from grpo.distributed import ray_gpu_ids
 from grpo.rollout import Completion, SamplingParams
+from grpo.rollout.adapters import AdapterVersion
 from grpo.rollout.vllm import EngineSettings, SleepingEngine, engine_visible_devices, visible_devices
 
 T = TypeVar("T")
@@ -34,7 +37,13 @@ T = TypeVar("T")
 class StreamingEngine(Protocol):
     """What the generator needs of an asynchronous engine; every call runs on the engine's loop."""
 
-    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams) -> Completion: ...
+    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams, adapter: AdapterVersion | None = None) -> Completion:
+        """One request, through ``adapter`` (a loaded version) or the base (None)."""
+        ...
+
+    async def add_adapter(self, version: AdapterVersion) -> bool: ...
+
+    async def remove_adapter(self, adapter_id: int) -> bool: ...
 
     async def sleep(self, level: int) -> None: ...
 
@@ -80,19 +89,19 @@ async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
 
 class VLLMStreamingGenerator(SleepingEngine):
     """The generator seam over one asynchronous engine: ``agenerate`` per request, ``generate`` as all of a batch's
-    requests at once (the same engine); sleep, wake and weights by ``SleepingEngine``'s rules, on the engine's loop."""
+    requests at once (the same engine); sleep, wake, weights and adapters by ``SleepingEngine``'s rules, on the
+    engine's loop. With ``settings.max_loras`` > 0 the engine keeps the base and serves adapters (a LoRA trial's, or
+    a pack's members': ``agenerate_as``), from any number of threads at once."""
 
     needs_weight_sync = True
     streams = True
-    serves_adapter = False  # LoRA: the batched engine only, for now (grpo.rollout.vllm.VLLMGenerator.load_adapter)
 
     def __init__(self, settings: EngineSettings, stop_id: int, local_rank: int = 0,
-                 make_engine: Callable[[EngineSettings, int], Awaitable[StreamingEngine]] | None = None):
-        if settings.max_loras:
-            raise ValueError("model.lora with rollout.turns 'per_episode': the streaming engine serves no adapter yet (its weight "
-                             "sync would push the merged model into a LoRA engine); set rollout.turns: batched")
+                 make_engine: Callable[[EngineSettings, int], Awaitable[StreamingEngine]] | None = None, adapter_name: str = "default"):
+        """``adapter_name``: the peft adapter the engine serves when ``settings.max_loras`` > 0 (a LoRA trial's)."""
         self.settings = settings
         self.stop_id = stop_id
+        self._open_shelf(adapter_name)
         self._ids = itertools.count()
         self.loop = EngineLoop()
         make = make_engine or AsyncVLLM.start
@@ -104,16 +113,23 @@ class VLLMStreamingGenerator(SleepingEngine):
             raise
 
     async def agenerate(self, prompt: list[int], sampling: SamplingParams) -> Completion:
+        return await self.agenerate_as(self.adapter_name, prompt, sampling)
+
+    async def agenerate_as(self, name: str, prompt: list[int], sampling: SamplingParams) -> Completion:
+        """One request through adapter ``name``'s current version (the base when it has none, or the engine serves none)."""
         self.wake()
-        request_id = f"grpo-{next(self._ids)}"
-        return await self.loop.acall(lambda: self.engine.sample(request_id, prompt, sampling))
+        request_id, version = f"grpo-{next(self._ids)}", self.version_of(name)
+        return await self.loop.acall(lambda: self.engine.sample(request_id, prompt, sampling, version))
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        return self.generate_as(self.adapter_name, prompts, sampling)
+
+    def generate_as(self, name: str, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
         self.wake()
-        ids = [f"grpo-{next(self._ids)}" for _ in prompts]
+        ids, version = [f"grpo-{next(self._ids)}" for _ in prompts], self.version_of(name)
 
         async def every() -> list[Completion]:
-            return list(await asyncio.gather(*(self.engine.sample(i, p, sampling) for i, p in zip(ids, prompts))))
+            return list(await asyncio.gather(*(self.engine.sample(i, p, sampling, version) for i, p in zip(ids, prompts))))
 
         return self.loop.call(every)
 
@@ -122,6 +138,12 @@ class VLLMStreamingGenerator(SleepingEngine):
         import torch
 
         return int(torch.randint(0, 2**31 - 1, (1,)).item())
+
+    def _add_lora(self, version: AdapterVersion) -> bool:
+        return self.loop.call(lambda: self.engine.add_adapter(version))
+
+    def _remove_lora(self, adapter_id: int) -> None:
+        self.loop.call(lambda: self.engine.remove_adapter(adapter_id))
 
     def _sleep(self, level: int) -> None:
         self.loop.call(lambda: self.engine.sleep(level))
@@ -166,18 +188,27 @@ class AsyncVLLM:
         args = AsyncEngineArgs(**engine_kwargs(settings), disable_log_stats=True)
         return cls(AsyncLLM.from_engine_args(args), stop_id)
 
-    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams) -> Completion:
+    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams, adapter: AdapterVersion | None = None) -> Completion:
         from vllm.inputs import TokensPrompt
 
-        from grpo.rollout.vllm import completion_of, vllm_sampling
+        from grpo.rollout.vllm import completion_of, lora_request, vllm_sampling
 
         final = None
         params = vllm_sampling(sampling, self.stop_id, final_only=True)
-        async for output in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
+        lora = None if adapter is None else lora_request(adapter)
+        async for output in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id, lora_request=lora):
             final = output
         if final is None or not final.outputs:
             raise RuntimeError(f"vLLM returned no output for request {request_id}")
         return completion_of(final.outputs[0])
+
+    async def add_adapter(self, version: AdapterVersion) -> bool:
+        from grpo.rollout.vllm import lora_request
+
+        return await self.engine.add_lora(lora_request(version))
+
+    async def remove_adapter(self, adapter_id: int) -> bool:
+        return await self.engine.remove_lora(adapter_id)
 
     async def sleep(self, level: int) -> None:
         await self.engine.sleep(level)

@@ -1,5 +1,7 @@
 """Two LoRA trials packed on one GPU over one base and one vLLM engine (``grpo.pack``): each member's requests
-name its own adapter, each update reloads only that adapter, and the base is moved to the GPU whole.
+name its own adapter, each update reloads only that adapter, and the base is moved to the GPU whole; with a batch
+per turn (members stepping in turn) and on the streaming engine (``rollout.turns: per_episode``: the members'
+rollouts at once, each request naming its member's adapter).
 
 The proof that each member samples its own, current adapter: with different learning rates the two members
 drift apart from the base (``policy/kl``), yet each one's sampler log-probs keep matching its own policy's
@@ -22,18 +24,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 @pytest.mark.timeout(600)
-def test_two_packed_lora_trials_each_sample_their_own_adapter(model_05b, tmp_path):
+@pytest.mark.parametrize("turns", ["batched", "per_episode"])
+def test_two_packed_lora_trials_each_sample_their_own_adapter(model_05b, tmp_path, turns):
     needs_vllm()
     from grpo.pack import train_packed
     from grpo.reporting import ListReporter
 
     model = {"name_or_path": model_05b, "dtype": "bfloat16"}
-    cfgs = [trial_config(model, 1e-2, 0, 4, str(tmp_path / "a"), "vllm"), trial_config(model, 1e-3, 1, 4, str(tmp_path / "b"), "vllm")]
+    cfgs = [trial_config(model, 1e-2, 0, 4, str(tmp_path / "a"), "vllm", turns), trial_config(model, 1e-3, 1, 4, str(tmp_path / "b"), "vllm", turns)]
     reporters = [ListReporter(), ListReporter()]
     train_packed(cfgs, reporters)
     runs = [[metrics for _, metrics in r.reports] for r in reporters]
     if os.environ.get("GRPO_GPU_METRICS"):
-        with open(os.environ["GRPO_GPU_METRICS"].replace(".json", "_pack.json"), "w") as f:
+        with open(os.environ["GRPO_GPU_METRICS"].replace(".json", f"_pack_{turns}.json"), "w") as f:
             json.dump(runs, f, indent=1)
     for steps in runs:
         assert len(steps) == 4

@@ -9,6 +9,9 @@ their configs with the backend set after validation."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -19,12 +22,12 @@ from grpo.config import TrainerConfig
 from grpo.pack import Pack, PackError, train_packed
 from grpo.policy import load_policy
 from grpo.reporting import ListReporter
-from grpo.rollout import SamplingParams
+from grpo.rollout import Completion, SamplingParams
 from grpo.rollout.hf import HFGenerator
 from grpo.tiny import load_tiny_tokenizer
 from grpo.trainer import train
 from tests.grpo.test_pack import BASE, TRIALS, _alone, _assert_same_reports, _cfg
-from tests.grpo.test_rollout_adapters import StandInLLM, install_stand_in_vllm
+from tests.grpo.test_rollout_adapters import StandInLLM, StandInStreamingEngine, install_stand_in_vllm
 
 pytestmark = pytest.mark.slow
 
@@ -145,3 +148,83 @@ def test_a_pack_shares_its_sampler_settings():
 
     with pytest.raises(PackError, match=r"'rollout.vllm.gpu_memory_utilization' \(0.3 vs 0.5\)"):
         check_packable(_cfg({}), _cfg({"rollout": {**BASE["rollout"], "vllm": {"gpu_memory_utilization": 0.5}}}))
+
+
+class HFBackedEngine(StandInStreamingEngine):
+    """vLLM's ``AsyncLLM`` with LoRA on, in HF (a ``grpo.rollout.vllm_stream.StreamingEngine``): the base read from
+    the model folder, each adapter read back by peft from its folder when added; each request waits a moment (as a
+    request waits for the engine's next step, so the requests of every member's thread are live together), then is
+    sampled alone from its own seed (HF's ``agenerate``). Records the most members' adapters in flight at once."""
+
+    built: list[HFBackedEngine] = []
+
+    def __init__(self, settings, stop_id: int):
+        super().__init__()
+        self.settings, self.stop_id = settings, stop_id
+        self.llm = HFBackedLLM(settings.model_dir)  # its loaders, and its base
+        self.adapters: dict[int, torch.nn.Module] = {}
+        self.in_flight: Counter[str] = Counter()
+        self.most_at_once = 0
+
+    @classmethod
+    async def start(cls, settings, stop_id: int) -> HFBackedEngine:
+        engine = cls(settings, stop_id)
+        cls.built.append(engine)
+        return engine
+
+    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams, adapter=None) -> Completion:
+        name = "base" if adapter is None else adapter.name
+        self.in_flight[name] += 1
+        self.most_at_once = max(self.most_at_once, sum(1 for k, v in self.in_flight.items() if v and k != "base"))
+        try:
+            await asyncio.sleep(0.002)
+        finally:
+            self.in_flight[name] -= 1
+        model = self.llm.base if adapter is None else self.adapters[adapter.id]
+        return await HFGenerator(model, stop_id=self.stop_id, pad_id=self.llm.pad_id).agenerate(prompt, sampling)
+
+    async def add_adapter(self, version) -> bool:
+        self.adapters[version.id] = self.llm._load(version.path)
+        self.calls.append(("add", version.served_name))
+        return True
+
+    async def remove_adapter(self, adapter_id: int) -> bool:
+        del self.adapters[adapter_id]
+        self.calls.append(("remove", adapter_id))
+        return True
+
+    async def call_workers(self, fn, arg) -> None:
+        raise AssertionError("a LoRA engine loads adapters, never full weights")
+
+
+def _streamed(cfg: TrainerConfig) -> TrainerConfig:
+    """``cfg`` on vLLM's streaming engine (set after validation, as ``_on_vllm``)."""
+    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "turns": "per_episode"})})
+
+
+def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what_each_reports_alone(hf_backed_vllm, monkeypatch):
+    """Two LoRA trials packed on one streaming engine: each round their rollouts run at once, each member's requests
+    from its own thread through its own adapter into the one engine (both members' adapters in flight together), and
+    each member reports what it reports alone as a LoRA trial on that engine, step for step (its rollout seeds from its
+    own RNG, whatever the other's timing). The lone runs sample their adapters too (three loads each)."""
+    import grpo.rollout.vllm_stream as vllm_stream
+
+    monkeypatch.setattr(vllm_stream.AsyncVLLM, "start", HFBackedEngine.start)
+    HFBackedEngine.built.clear()
+    cfgs = [_streamed(_cfg(TRIALS[i])) for i in (0, 1)]
+    alone = []
+    for cfg in cfgs:
+        alone.append(ListReporter())
+        train(cfg, alone[-1])
+    assert [[c[1] for c in e.calls if c[0] == "add"] for e in HFBackedEngine.built] == [[f"default-{i}" for i in (1, 2, 3)]] * 2
+    assert alone[0].reports[-1][1]["reward/avg_pass_at_1"] != alone[1].reports[-1][1]["reward/avg_pass_at_1"] or (
+        alone[0].reports[-1][1]["policy/grad_norm"] != alone[1].reports[-1][1]["policy/grad_norm"])  # two trials, not one twice
+
+    packed = [ListReporter(), ListReporter()]
+    train_packed(cfgs, packed)
+    for i, reporter in enumerate(packed):
+        _assert_same_reports(reporter, alone[i], f"member {i} rolled out beside the other vs alone")
+    engine = HFBackedEngine.built[-1]
+    assert engine.settings.max_loras == 2
+    assert engine.most_at_once == 2  # both members' adapters had requests in the engine at once
+    assert len([t for t in threading.enumerate() if t.name.startswith("pack-rollouts")]) == 0  # the rollout threads ended

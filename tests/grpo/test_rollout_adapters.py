@@ -18,7 +18,7 @@ from grpo.build import Models
 from grpo.config import TrainerConfig
 from grpo.lora import add_adapter, with_adapter
 from grpo.policy import load_policy
-from grpo.rollout import SamplingParams
+from grpo.rollout import Completion, SamplingParams
 from grpo.rollout.adapters import AdapterShelf, engine_lora_rank, write_adapter
 from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_kwargs, engine_settings
 from grpo.trainer import sync_sampler
@@ -177,16 +177,88 @@ def test_the_engine_serves_each_new_version_of_the_adapter_and_drops_the_old(tin
     assert not root.exists()  # the shelf goes with its generator
 
 
-def test_the_streaming_engine_refuses_an_adapter_it_cannot_serve():
-    """rollout.turns per_episode with LoRA: the streaming engine has no adapter route, so its full-weight sync would
-    push the merged model into a LoRA engine; it says so before it starts anything."""
+class StandInStreamingEngine:
+    """vLLM's ``AsyncLLM`` in its place (a ``StreamingEngine``): records every call, answers two tokens."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    async def sample(self, request_id, prompt, sampling, adapter=None):
+        self.calls.append(("sample", len(prompt), None if adapter is None else (adapter.served_name, adapter.id)))
+        return Completion([5, 7], [-0.5, -0.25], "stop")
+
+    async def add_adapter(self, version) -> bool:
+        self.calls.append(("add", version.served_name, version.id, sorted(p.name for p in Path(version.path).iterdir())))
+        return True
+
+    async def remove_adapter(self, adapter_id: int) -> bool:
+        self.calls.append(("remove", adapter_id))
+        return True
+
+    async def sleep(self, level: int) -> None:
+        self.calls.append(("sleep", level))
+
+    async def wake_up(self, tags=None) -> None:
+        self.calls.append(("wake_up", tags))
+
+    async def call_workers(self, fn, arg) -> None:
+        self.calls.append(("call_workers",))
+
+    async def reset_prefix_cache(self) -> None:
+        self.calls.append(("reset_prefix_cache",))
+
+    def shutdown(self) -> None:
+        self.calls.append(("shutdown",))
+
+
+def test_the_streaming_engine_serves_adapters_by_the_same_rules(tiny_base):
+    """rollout.turns per_episode with LoRA, and a pack's members on one streaming engine: the base until an adapter's
+    first load, then each request (batched or alone) with its name's current version; each load a fresh id, the old
+    one removed first; each member's requests and loads its own; a member that leaves takes its adapter out."""
+    import asyncio
+
+    from grpo.rollout.vllm import ServedAdapter
     from grpo.rollout.vllm_stream import VLLMStreamingGenerator
 
-    async def never(_settings, _stop):
-        raise AssertionError("an engine was started")
+    engine = StandInStreamingEngine()
 
-    with pytest.raises(ValueError, match="serves no adapter yet.*set rollout.turns: batched"):
-        VLLMStreamingGenerator(EngineSettings("m", max_model_len=64, max_loras=1, max_lora_rank=8), stop_id=7, make_engine=never)
+    async def make(_settings, _stop):
+        return engine
+
+    generator = VLLMStreamingGenerator(EngineSettings("m", max_model_len=64, max_loras=2, max_lora_rank=8, sleep_level=1), stop_id=7, make_engine=make)
+    assert generator.serves_adapter and generator.streams
+    policy = _policy(tiny_base)  # adapters "default" and "second"
+    first, second = ServedAdapter(generator, "default"), ServedAdapter(generator, "second")
+    assert first.streams and first.serves_adapter
+    sampling = SamplingParams(max_new_tokens=2, seed=3)
+    try:
+        assert asyncio.run(first.agenerate([1, 2], sampling)).token_ids == [5, 7]
+        first.load_adapter(policy)
+        second.load_adapter(policy)
+        asyncio.run(first.agenerate([1], sampling))
+        second.generate([[1, 2], [3]], sampling)
+        generator.sleep()
+        first.load_adapter(policy)  # after its update: wakes, loads the new version, drops the old
+        asyncio.run(first.agenerate([1], sampling))
+        generator.drop_adapter("second")
+        files = ["adapter_config.json", "adapter_model.safetensors"]
+        assert engine.calls == [
+            ("sample", 2, None),
+            ("add", "default-1", 1, files),
+            ("add", "second-2", 2, files),
+            ("sample", 1, ("default-1", 1)),
+            ("sample", 2, ("second-2", 2)),
+            ("sample", 1, ("second-2", 2)),
+            ("sleep", 1),
+            ("wake_up", None),
+            ("remove", 1),
+            ("add", "default-3", 3, files),
+            ("sample", 1, ("default-3", 3)),
+            ("remove", 2),
+        ]
+        assert list(generator.shelf.current) == ["default"]
+    finally:
+        generator.close()
 
 
 class Recording:

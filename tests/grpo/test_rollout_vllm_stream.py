@@ -36,7 +36,7 @@ class StandInEngine:
         self.calls.append(call)
         self.threads.add(threading.current_thread().name)
 
-    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams) -> Completion:
+    async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams, adapter=None) -> Completion:
         self._note("sample", request_id, sampling.seed)
         self.live += 1
         self.peak = max(self.peak, self.live)

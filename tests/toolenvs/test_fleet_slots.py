@@ -64,3 +64,45 @@ def test_trials_of_one_sweep_share_its_cap_through_ray(tmp_path):
         assert ray.get(actor.stats.remote()) == {"size": 2, "open": 0, "peak": 2}
     finally:
         ray.shutdown()
+
+
+def test_the_process_cap_holds_across_loops_running_at_once():
+    """``sweep train``'s cap (``toolenvs.fleet.InstanceSlots``) counts for the process: episodes on two event loops in
+    two threads at once (a pack's members rolling out together) never hold more than ``size`` instances, every
+    waiter is woken by a release on the other loop, and a waiter cancelled while it waits takes no slot."""
+    import threading
+
+    from toolenvs.fleet import InstanceSlots
+
+    slots = InstanceSlots(2)
+    held = peak = 0
+    lock = threading.Lock()
+
+    async def episode():
+        nonlocal held, peak
+        await slots.acquire()
+        with lock:
+            held += 1
+            peak = max(peak, held)
+        await asyncio.sleep(0.01)
+        with lock:
+            held -= 1
+        await slots.release(None)
+
+    async def impatient():  # asks while the episodes hold every slot, gives up before its turn
+        await asyncio.sleep(0.005)
+        waiting = asyncio.create_task(slots.acquire())
+        await asyncio.sleep(0.005)
+        assert not waiting.done()
+        waiting.cancel()
+
+    async def member():
+        await asyncio.gather(impatient(), *(episode() for _ in range(12)))
+
+    threads = [threading.Thread(target=asyncio.run, args=(member(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert peak == 2 and held == 0 and slots._open == 0 and slots._waiters == []
