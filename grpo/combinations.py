@@ -82,6 +82,13 @@ def pack_clashes(cfg: TrainerConfig, workers: int, gpu: bool) -> list[Clash]:
     return clashes
 
 
+def pack_rolls_out_together(cfg: TrainerConfig) -> bool:
+    """Whether a pack of ``cfg``'s members runs their rollouts at once (``grpo.pack.Pack.step_round``): on vLLM's
+    streaming engine (``rollout.turns: per_episode``), which batches every member's live requests; on HF, or a
+    batch per turn, members step in turn."""
+    return cfg.rollout.backend == "vllm" and cfg.rollout.turns == "per_episode"
+
+
 def refuse(clashes: list[Clash], error: type[ConfigError] = ConfigError) -> None:
     """Raise the clashes found where a trial starts (``error``, one line each); nothing when there are none."""
     if clashes:

@@ -28,7 +28,7 @@ what it reports alone. Built and tested on CPU with an HF-backed stand-in engine
 The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
 whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: rollouts of several members at once on HF
 (members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
-GPU, and Tune itself (``sweep.trials.packing``).
+GPU, and Tune itself (``sweep.trials.packing``, whose host gathers its members' step calls into rounds).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import torch
 from configkit.base import ConfigError, dotted_keys
 from grpo.build import Models, open_environments, policy_source
 from grpo.chat import ChatFormat
-from grpo.combinations import pack_clashes, refuse
+from grpo.combinations import pack_clashes, pack_rolls_out_together, refuse
 from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
 from grpo.distributed import device, on_gpu
@@ -178,8 +178,8 @@ class Pack:
 
     @property
     def rolls_out_together(self) -> bool:
-        """Whether ``step_round`` runs its members' rollouts at once: on a streaming engine."""
-        return self.engine is not None and self.engine.streams
+        """Whether ``step_round`` runs its members' rollouts at once (``grpo.combinations.pack_rolls_out_together``)."""
+        return pack_rolls_out_together(self.cfg)
 
     def step_round(self, members: Sequence[Member]) -> list[tuple[int, dict[str, float], str | None] | Exception]:
         """One step of each of ``members``, in their order: each one's ``step`` result, or the exception its step
@@ -272,7 +272,7 @@ class Pack:
 def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int) -> SleepingEngine:
     """The pack's one vLLM engine over its base, holding up to ``capacity`` adapters: the streaming one with
     ``rollout.turns: per_episode`` (``grpo.rollout.vllm_stream``), else a batch per turn (``grpo.rollout.vllm``)."""
-    engine = VLLMStreamingGenerator if cfg.rollout.turns == "per_episode" else VLLMGenerator
+    engine = VLLMStreamingGenerator if pack_rolls_out_together(cfg) else VLLMGenerator
     return engine(replace(engine_settings(cfg, model_dir, 0), max_loras=capacity), stop_id)
 
 

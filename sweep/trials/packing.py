@@ -11,7 +11,11 @@ with room. A trial given a share of a GPU joins only a host of that GPU, and the
 is pinned to it (``grpo.distributed.pin_gpu``) and reports it as ``pack/gpu``. The config refuses GPU packs
 until the GPU check has run one (``grpo.combinations.pack_clashes``); this side is tested with GPUs declared
 to Ray on CPU. A host serves one call at a time, so
-its members' steps take turns; each report adds ``pack/members`` (trials in the host at that step) and
+its members' steps take turns, unless its members roll out together (``grpo.combinations.pack_rolls_out_together``:
+vLLM's streaming engine): then its calls run in threads, and a member's step call waits for a round, which starts
+when every member has asked for its step (or ``ROUND_WAIT_S`` after the first asked: a member slow to ask, or whose
+trial died, holds up the others no longer) and steps them all (``grpo.pack.Pack.step_round``: their rollouts at once,
+their updates in turn); joins and leaves wait for the round to end. Each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
 evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
@@ -26,13 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grpo.config import TrainerConfig
 
 STALE_S = 900.0  # a member silent this long, while others wait for its place, has lost its trial
+ROUND_WAIT_S = 5.0  # a round of a pack whose members roll out together waits this long for members yet to ask
 
 
 class PackHost:
@@ -53,9 +61,18 @@ class PackHost:
         self.pack = Pack(pack_cfg, capacity).__enter__()
         self.members: dict[str, Any] = {}
         self.last_seen: dict[str, float] = {}
+        self.rounds = self.pack.rolls_out_together  # then the actor's calls run in threads (``max_concurrency``)
+        self._turn = threading.Condition()  # holds the members and the pack between rounds
+        self._asked: dict[str, float] = {}  # members waiting for the next round, and since when
+        self._stepped: dict[str, Any] = {}  # each member's outcome of the round it was in, until it collects it
+        self._stepping = False
 
     def join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None, gpu: str | None = None) -> bool:
         """Take trial ``trial_id``, which holds a share of ``gpu`` (None: no GPU); False when full."""
+        with self._between_rounds():
+            return self._join(trial_id, cfg, base_eval, gpu)
+
+    def _join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None, gpu: str | None) -> bool:
         if gpu != self.gpu:  # hosts are named by GPU, so only a naming slip lands here
             raise RuntimeError(f"trial {trial_id} holds a share of GPU {gpu!r}; this pack host trains on {self.gpu!r}")
         if trial_id in self.members:  # the same trial again (its process restarted): start it over from its config
@@ -73,16 +90,77 @@ class PackHost:
         self.last_seen[trial_id] = time.monotonic()
         if member.done:
             return None
-        step, metrics, saved = self.pack.step(member)
+        if self.rounds:
+            outcome = self._in_a_round(trial_id)
+            if outcome is None:
+                return None
+            if isinstance(outcome, Exception):
+                raise outcome
+            step, metrics, saved = outcome
+        else:
+            step, metrics, saved = self.pack.step(member)
         self.last_seen[trial_id] = time.monotonic()
         where = {"pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}
         if self.gpu is not None and self.gpu.isdigit():
             where["pack/gpu"] = float(self.gpu)
         return step, {**metrics, **where}, saved
 
+    def _in_a_round(self, trial_id: str) -> Any:
+        """Wait for the round that steps ``trial_id`` (running it, when this call is the one to start it); its outcome
+        (an exception when its step raised), or None when the member left meanwhile."""
+        with self._turn:
+            self._asked[trial_id] = time.monotonic()
+            while trial_id not in self._stepped:
+                if trial_id not in self.members:  # it left (Tune stopped its trial) before its round
+                    return None
+                if not self._stepping and self._round_due():
+                    self._run_round()
+                else:
+                    self._turn.wait(timeout=0.05)
+            return self._stepped.pop(trial_id)
+
+    def _run_round(self) -> None:
+        """Step every member that asked (the lock let go meanwhile), and hand each its outcome."""
+        batch = [t for t in self._asked if t in self.members]
+        self._asked.clear()
+        self._stepping = True
+        self._turn.release()
+        try:
+            outcomes: list[Any] = self.pack.step_round([self.members[t] for t in batch])
+        except Exception as exc:  # not one member's step: the round itself; every member in it hears of it
+            outcomes = [exc] * len(batch)
+        finally:
+            self._turn.acquire()
+            self._stepping = False
+        self._stepped.update(zip(batch, outcomes))
+        self._turn.notify_all()
+
+    def _round_due(self) -> bool:
+        """Every member has asked, or the first to ask has waited ``ROUND_WAIT_S``."""
+        if not self._asked:
+            return False
+        return all(t in self._asked for t in self.members) or time.monotonic() - min(self._asked.values()) >= ROUND_WAIT_S
+
+    @contextmanager
+    def _between_rounds(self) -> Iterator[None]:
+        """The members and the pack, held while no round runs (a join or a leave must not change them mid-round)."""
+        with self._turn:
+            while self._stepping:
+                self._turn.wait()
+            try:
+                yield
+            finally:
+                self._turn.notify_all()
+
     def leave(self, trial_id: str) -> None:
         """The trial ended, was stopped or failed: its place frees; the host ends with its last member."""
+        with self._between_rounds():
+            self._leave(trial_id)
+
+    def _leave(self, trial_id: str) -> None:
         member = self.members.pop(trial_id, None)
+        self._asked.pop(trial_id, None)
+        self._stepped.pop(trial_id, None)
         self.last_seen.pop(trial_id, None)
         if member is not None:
             self.pack.leave(member)
@@ -137,10 +215,13 @@ def join_a_host(base: TrainerConfig, cfg: TrainerConfig, capacity: int, experime
     from ray.exceptions import RayActorError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from grpo.combinations import pack_rolls_out_together
+
     node = ray.get_runtime_context().get_node_id()
     gpu = trial_gpu()
     recipe = hashlib.sha256(base.model_dump_json().encode()).hexdigest()[:10]  # a host outliving its run serves only its base
-    host_class = ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(PackHost)
+    calls = capacity + 2 if pack_rolls_out_together(base) else 1  # its members' step calls wait for a round together
+    host_class = ray.remote(num_cpus=0, max_concurrency=calls, max_restarts=0)(PackHost)
     deadline = time.monotonic() + wait_s
     while True:
         # on CPU more hosts than a node can hold members for: trials only ever ask for a free place

@@ -10,8 +10,11 @@ their configs with the backend set after validation."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -26,7 +29,7 @@ from grpo.rollout import Completion, SamplingParams
 from grpo.rollout.hf import HFGenerator
 from grpo.tiny import load_tiny_tokenizer
 from grpo.trainer import train
-from tests.grpo.test_pack import BASE, TRIALS, _alone, _assert_same_reports, _cfg
+from tests.grpo.test_pack import BASE, TRIALS, UNEQUAL, _alone, _assert_same_reports, _cfg
 from tests.grpo.test_rollout_adapters import StandInLLM, StandInStreamingEngine, install_stand_in_vllm
 
 pytestmark = pytest.mark.slow
@@ -202,29 +205,78 @@ def _streamed(cfg: TrainerConfig) -> TrainerConfig:
     return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "turns": "per_episode"})})
 
 
-def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what_each_reports_alone(hf_backed_vllm, monkeypatch):
+STREAMED = [_streamed(_cfg(TRIALS[i])) for i in (0, 1)]
+
+
+@contextmanager
+def hf_backed_streaming() -> Iterator[list[HFBackedEngine]]:
+    """``HFBackedEngine`` as vLLM's streaming engine while the block runs; yields the engines built."""
+    import grpo.rollout.vllm_stream as vllm_stream
+
+    with pytest.MonkeyPatch.context() as patch:
+        install_stand_in_vllm(patch, HFBackedLLM)
+        patch.setattr(vllm_stream.AsyncVLLM, "start", HFBackedEngine.start)
+        HFBackedEngine.built.clear()
+        yield HFBackedEngine.built
+
+
+@functools.cache
+def _alone_streamed(i: int) -> tuple[ListReporter, list[str]]:
+    """``STREAMED[i]`` trained alone as a LoRA trial on the streaming engine, once for the module: its reports, and
+    the adapter versions its engine was given."""
+    reporter = ListReporter()
+    with hf_backed_streaming() as built:
+        train(STREAMED[i], reporter)
+        (engine,) = built
+    return reporter, [c[1] for c in engine.calls if c[0] == "add"]
+
+
+def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what_each_reports_alone():
     """Two LoRA trials packed on one streaming engine: each round their rollouts run at once, each member's requests
     from its own thread through its own adapter into the one engine (both members' adapters in flight together), and
     each member reports what it reports alone as a LoRA trial on that engine, step for step (its rollout seeds from its
     own RNG, whatever the other's timing). The lone runs sample their adapters too (three loads each)."""
-    import grpo.rollout.vllm_stream as vllm_stream
-
-    monkeypatch.setattr(vllm_stream.AsyncVLLM, "start", HFBackedEngine.start)
-    HFBackedEngine.built.clear()
-    cfgs = [_streamed(_cfg(TRIALS[i])) for i in (0, 1)]
-    alone = []
-    for cfg in cfgs:
-        alone.append(ListReporter())
-        train(cfg, alone[-1])
-    assert [[c[1] for c in e.calls if c[0] == "add"] for e in HFBackedEngine.built] == [[f"default-{i}" for i in (1, 2, 3)]] * 2
-    assert alone[0].reports[-1][1]["reward/avg_pass_at_1"] != alone[1].reports[-1][1]["reward/avg_pass_at_1"] or (
-        alone[0].reports[-1][1]["policy/grad_norm"] != alone[1].reports[-1][1]["policy/grad_norm"])  # two trials, not one twice
+    alone = [_alone_streamed(i) for i in (0, 1)]
+    assert [adds for _, adds in alone] == [[f"default-{i}" for i in (1, 2, 3)]] * 2
+    assert [m["policy/grad_norm"] for _, m in alone[0][0].reports] != [m["policy/grad_norm"] for _, m in alone[1][0].reports]  # two trials
 
     packed = [ListReporter(), ListReporter()]
-    train_packed(cfgs, packed)
+    with hf_backed_streaming() as built:
+        train_packed(STREAMED, packed)
     for i, reporter in enumerate(packed):
-        _assert_same_reports(reporter, alone[i], f"member {i} rolled out beside the other vs alone")
-    engine = HFBackedEngine.built[-1]
+        _assert_same_reports(reporter, alone[i][0], f"member {i} rolled out beside the other vs alone")
+    (engine,) = built
     assert engine.settings.max_loras == 2
     assert engine.most_at_once == 2  # both members' adapters had requests in the engine at once
-    assert len([t for t in threading.enumerate() if t.name.startswith("pack-rollouts")]) == 0  # the rollout threads ended
+    assert not [t for t in threading.enumerate() if t.name.startswith("pack-rollouts")]  # the rollout threads ended
+
+
+def test_a_pack_host_steps_members_that_roll_out_together_in_rounds():
+    """Under Tune (``sweep.trials.packing.PackHost``, here in this process, its calls in threads as Ray's actor runs
+    them): each member's step call waits for the round that steps every member, their rollouts at once, and each
+    member's reports are its lone run's."""
+    from sweep.trials.packing import PackHost
+
+    reports = {"a": ListReporter(), "b": ListReporter()}
+    with hf_backed_streaming() as built:
+        host = PackHost(STREAMED[0], 2)
+        try:
+            assert host.rounds
+            assert host.join("a", STREAMED[0]) and host.join("b", STREAMED[1])
+
+            def trial(name: str) -> None:
+                while (out := host.step(name)) is not None:
+                    reports[name].report(*out)
+
+            threads = [threading.Thread(target=trial, args=(name,)) for name in reports]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(600)
+        finally:
+            host.pack.__exit__(None, None, None)
+    assert not any(t.is_alive() for t in threads)
+    for i, name in enumerate(reports):
+        _assert_same_reports(reports[name], _alone_streamed(i)[0], f"member {name} in the host's rounds vs alone", (*UNEQUAL, "pack/"))
+    (engine,) = built
+    assert engine.most_at_once == 2
