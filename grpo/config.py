@@ -390,7 +390,7 @@ class TrainerConfig(StrictModel):
         if self.model.lora is not None and self.rollout.backend != "hf":
             raise ValueError(
                 f"model.lora with rollout.backend {self.rollout.backend!r} is not supported yet (the engine serving the adapter, "
-                "grpo.rollout.vllm.VLLMGenerator.load_adapter, is built but has not run on a GPU: tests/gpu/test_vllm_lora.py must "
+                "grpo.rollout.vllm.SleepingEngine.load_adapter, is built but has not run on a GPU: tests/gpu/test_vllm_lora.py must "
                 "pass there first): set rollout.backend: hf, or drop model.lora"
             )
         return self

@@ -23,7 +23,7 @@ With ``rollout.turns: per_episode`` that engine is the streaming one (``grpo.rol
 ``step_round`` runs its members' rollouts at once, each member in a thread of its own sending its requests, through
 its own adapter, into the one engine, which batches them together (continuous batching across members, episodes
 and turns); then each member's update, eval and checkpoint in turn. A member's rollout seeds come from its own RNG
-state (``ServedAdapter.seeds``), and the rollouts draw nothing else from the global RNG, so each member reports
+state (``ServedAdapter.seeds``), and the rollouts draw nothing else from torch's global RNG, so each member reports
 what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
 The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
 whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: rollouts of several members at once on HF

@@ -13,9 +13,11 @@ until the GPU check has run one (``grpo.combinations.pack_clashes``); this side 
 to Ray on CPU. A host serves one call at a time, so
 its members' steps take turns, unless its members roll out together (``grpo.combinations.pack_rolls_out_together``:
 vLLM's streaming engine): then its calls run in threads, and a member's step call waits for a round, which starts
-when every member has asked for its step (or ``ROUND_WAIT_S`` after the first asked: a member slow to ask, or whose
-trial died, holds up the others no longer) and steps them all (``grpo.pack.Pack.step_round``: their rollouts at once,
-their updates in turn); joins and leaves wait for the round to end. Each report adds ``pack/members`` (trials in the host at that step) and
+when every member of the last round (and every one joined since) has asked for its step, or ``ROUND_WAIT_S`` after
+the first asked (counted from the last round's end), and steps every member that asked (``grpo.pack.Pack.step_round``:
+their rollouts at once, their updates in turn). A member that missed a round is not waited for again until it asks,
+so one slow to report, or whose trial died, holds the others up once; joins and leaves wait for the round to end.
+Each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
 evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
@@ -63,83 +65,103 @@ class PackHost:
         self.last_seen: dict[str, float] = {}
         self.rounds = self.pack.rolls_out_together  # then the actor's calls run in threads (``max_concurrency``)
         self._turn = threading.Condition()  # holds the members and the pack between rounds
-        self._asked: dict[str, float] = {}  # members waiting for the next round, and since when
-        self._stepped: dict[str, Any] = {}  # each member's outcome of the round it was in, until it collects it
+        self._asked: dict[str, float] = {}  # trials waiting for the next round, and since when
+        self._expected: set[str] = set()  # trials the next round waits for: the last round's, and those joined since
+        self._stepped: dict[str, Any] = {}  # each member's outcome (by its name in the pack) until its call collects it
         self._stepping = False
+        self._last_round_end = 0.0
+        self._closed = False
 
     def join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None = None, gpu: str | None = None) -> bool:
-        """Take trial ``trial_id``, which holds a share of ``gpu`` (None: no GPU); False when full."""
+        """Take trial ``trial_id``, which holds a share of ``gpu`` (None: no GPU); False when full (or ending)."""
         with self._between_rounds():
             return self._join(trial_id, cfg, base_eval, gpu)
 
     def _join(self, trial_id: str, cfg: TrainerConfig, base_eval: dict[str, Any] | None, gpu: str | None) -> bool:
         if gpu != self.gpu:  # hosts are named by GPU, so only a naming slip lands here
             raise RuntimeError(f"trial {trial_id} holds a share of GPU {gpu!r}; this pack host trains on {self.gpu!r}")
+        if self._closed:  # its last member left and it is exiting: the trial tries another host
+            return False
         if trial_id in self.members:  # the same trial again (its process restarted): start it over from its config
-            self.pack.leave(self.members.pop(trial_id))
+            old = self.members.pop(trial_id)
+            self._asked.pop(trial_id, None)
+            self._stepped.pop(old.name, None)
+            self.pack.leave(old)
         self._evict_stale()
         if len(self.members) >= self.capacity:
             return False
         self.members[trial_id] = self.pack.join(cfg, base_eval)
         self.last_seen[trial_id] = time.monotonic()
+        self._expected.add(trial_id)
         return True
 
     def step(self, trial_id: str) -> tuple[int, dict[str, float], str | None] | None:
         """The member's next step: (step, metrics, checkpoint directory or None); None once it has run them all."""
         member = self.members[trial_id]
-        self.last_seen[trial_id] = time.monotonic()
+        self._seen(trial_id)
         if member.done:
             return None
         if self.rounds:
-            outcome = self._in_a_round(trial_id)
-            if outcome is None:
-                return None
+            outcome = self._in_a_round(trial_id, member)
             if isinstance(outcome, Exception):
                 raise outcome
             step, metrics, saved = outcome
         else:
             step, metrics, saved = self.pack.step(member)
-        self.last_seen[trial_id] = time.monotonic()
+        self._seen(trial_id)
         where = {"pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}
         if self.gpu is not None and self.gpu.isdigit():
             where["pack/gpu"] = float(self.gpu)
         return step, {**metrics, **where}, saved
 
-    def _in_a_round(self, trial_id: str) -> Any:
-        """Wait for the round that steps ``trial_id`` (running it, when this call is the one to start it); its outcome
-        (an exception when its step raised), or None when the member left meanwhile."""
+    def _seen(self, trial_id: str) -> None:
+        with self._turn:
+            if trial_id in self.members:  # a trial that left (mid-call) is not brought back
+                self.last_seen[trial_id] = time.monotonic()
+
+    def _in_a_round(self, trial_id: str, member: Any) -> Any:
+        """Wait for the round that steps ``member`` (running it, when this call is the one to start it): its outcome, an
+        exception when its step raised. Raises when the trial left, or joined again, before its round."""
         with self._turn:
             self._asked[trial_id] = time.monotonic()
-            while trial_id not in self._stepped:
-                if trial_id not in self.members:  # it left (Tune stopped its trial) before its round
-                    return None
+            while member.name not in self._stepped:
+                if self.members.get(trial_id) is not member:
+                    raise RuntimeError(f"trial {trial_id} left its pack host (or joined it again) before its step ran")
                 if not self._stepping and self._round_due():
                     self._run_round()
                 else:
                     self._turn.wait(timeout=0.05)
-            return self._stepped.pop(trial_id)
+            return self._stepped.pop(member.name)
 
     def _run_round(self) -> None:
-        """Step every member that asked (the lock let go meanwhile), and hand each its outcome."""
-        batch = [t for t in self._asked if t in self.members]
+        """Step every member that asked (the lock let go meanwhile), hand each its outcome; the next round waits for them."""
+        batch = [(t, self.members[t]) for t in self._asked if t in self.members]
         self._asked.clear()
         self._stepping = True
         self._turn.release()
+        failed: BaseException | None = None
         try:
-            outcomes: list[Any] = self.pack.step_round([self.members[t] for t in batch])
-        except Exception as exc:  # not one member's step: the round itself; every member in it hears of it
-            outcomes = [exc] * len(batch)
+            outcomes: list[Any] = self.pack.step_round([m for _, m in batch])
+        except BaseException as exc:  # not one member's step: the round itself; every member in it hears of it
+            outcomes, failed = [exc] * len(batch), exc
         finally:
             self._turn.acquire()
             self._stepping = False
-        self._stepped.update(zip(batch, outcomes))
+            self._last_round_end = time.monotonic()
+        self._stepped.update((m.name, out) for (_, m), out in zip(batch, outcomes))
+        self._expected = {t for t, _ in batch}  # one that missed this round is not waited for until it asks again
         self._turn.notify_all()
+        if failed is not None and not isinstance(failed, Exception):
+            raise failed
 
     def _round_due(self) -> bool:
-        """Every member has asked, or the first to ask has waited ``ROUND_WAIT_S``."""
+        """Every trial the round waits for has asked, or ``ROUND_WAIT_S`` has passed since the first ask (counted from the
+        last round's end, for asks made during it)."""
         if not self._asked:
             return False
-        return all(t in self._asked for t in self.members) or time.monotonic() - min(self._asked.values()) >= ROUND_WAIT_S
+        if self._expected & set(self.members) <= set(self._asked):
+            return True
+        return time.monotonic() - max(min(self._asked.values()), self._last_round_end) >= ROUND_WAIT_S
 
     @contextmanager
     def _between_rounds(self) -> Iterator[None]:
@@ -160,13 +182,15 @@ class PackHost:
     def _leave(self, trial_id: str) -> None:
         member = self.members.pop(trial_id, None)
         self._asked.pop(trial_id, None)
-        self._stepped.pop(trial_id, None)
+        self._expected.discard(trial_id)
         self.last_seen.pop(trial_id, None)
         if member is not None:
+            self._stepped.pop(member.name, None)
             self.pack.leave(member)
         if not self.members:
             import ray
 
+            self._closed = True  # a join waiting for the lock finds the host ending, not an empty pack to join
             self.pack.__exit__(None, None, None)
             ray.actor.exit_actor()
 
@@ -174,11 +198,15 @@ class PackHost:
         return len(self.members)
 
     def _evict_stale(self) -> None:
+        """Members silent for ``STALE_S`` while the host is full (their trial died without leaving); never one waiting
+        for its round."""
         now = time.monotonic()
         if len(self.members) >= self.capacity:
-            for trial_id in [t for t, seen in self.last_seen.items() if now - seen > STALE_S]:
-                self.pack.leave(self.members.pop(trial_id))
-                self.last_seen.pop(trial_id)
+            for trial_id in [t for t, seen in self.last_seen.items() if now - seen > STALE_S and t not in self._asked]:
+                self._expected.discard(trial_id)
+                if (member := self.members.pop(trial_id, None)) is not None:
+                    self.pack.leave(member)
+                self.last_seen.pop(trial_id, None)
 
 
 def trial_gpu() -> str | None:

@@ -1,4 +1,4 @@
-"""A LoRA policy's adapter served by vLLM on a GPU (``grpo.rollout.vllm.VLLMGenerator.load_adapter``).
+"""A LoRA policy's adapter served by vLLM on a GPU (``grpo.rollout.vllm.SleepingEngine.load_adapter``).
 
 A random 0.5B-shaped model with a peft adapter whose B matrices are moved away from 0: the engine keeps the
 base and samples through each loaded version of the adapter; its log-probs must match the adapted policy's,

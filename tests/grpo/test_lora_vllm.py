@@ -243,9 +243,9 @@ def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what
     packed = [ListReporter(), ListReporter()]
     with hf_backed_streaming() as built:
         train_packed(STREAMED, packed)
+        (engine,) = built
     for i, reporter in enumerate(packed):
         _assert_same_reports(reporter, alone[i][0], f"member {i} rolled out beside the other vs alone")
-    (engine,) = built
     assert engine.settings.max_loras == 2
     assert engine.most_at_once == 2  # both members' adapters had requests in the engine at once
     assert not [t for t in threading.enumerate() if t.name.startswith("pack-rollouts")]  # the rollout threads ended
@@ -275,8 +275,41 @@ def test_a_pack_host_steps_members_that_roll_out_together_in_rounds():
                 t.join(600)
         finally:
             host.pack.__exit__(None, None, None)
+        (engine,) = built
     assert not any(t.is_alive() for t in threads)
+    assert engine.most_at_once == 2
     for i, name in enumerate(reports):
         _assert_same_reports(reports[name], _alone_streamed(i)[0], f"member {name} in the host's rounds vs alone", (*UNEQUAL, "pack/"))
-    (engine,) = built
-    assert engine.most_at_once == 2
+
+
+def test_a_pack_hosts_rounds_wait_once_for_a_member_that_never_asks(monkeypatch):
+    """A member whose trial died without leaving (it never asks for a step): the first round waits ``ROUND_WAIT_S`` for
+    it, then steps the one that asked; later rounds no longer wait for it, and the one that asked reports its lone
+    run's numbers. Its step call, had it been waiting when it was made to leave, gets an error, not a step."""
+    import sweep.trials.packing as packing
+
+    monkeypatch.setattr(packing, "ROUND_WAIT_S", 0.3)
+    reporter = ListReporter()
+    with hf_backed_streaming():
+        host = packing.PackHost(STREAMED[0], 2)
+        try:
+            assert host.join("a", STREAMED[0]) and host.join("dead", STREAMED[1])
+            assert host._expected == {"a", "dead"}
+            first = host.step("a")
+            assert host._expected == {"a"}  # it missed the round: not waited for again
+            reporter.report(*first)
+            while (out := host.step("a")) is not None:
+                reporter.report(*out)
+            assert host._expected == {"a"} and host.members["dead"].next_step == 1  # never stepped
+            waiting = threading.Thread(target=lambda: pytest.raises(RuntimeError, host.step, "dead"))
+            host._stepping = True  # a round under way: the call waits
+            waiting.start()
+            while "dead" not in host._asked:
+                threading.Event().wait(0.01)
+            host._stepping = False
+            host.members.pop("dead")  # as a leave would (without ending the host: it has Ray's exit)
+            waiting.join(10)
+            assert not waiting.is_alive()
+        finally:
+            host.pack.__exit__(None, None, None)
+    _assert_same_reports(reporter, _alone_streamed(0)[0], "the member that asked vs alone", (*UNEQUAL, "pack/"))
