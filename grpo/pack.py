@@ -3,7 +3,7 @@
 A ``Pack`` loads the base once and wraps it in one peft model with a named adapter per member
 (``grpo.lora.add_adapter``). Each ``Member`` keeps what makes it a trial of its own: its adapter, an AdamW
 over that adapter's parameters alone, its torch and Python RNG states, task sampler, shuffle generator,
-evals, output folder and checkpoint root. A member's step is the trainer's own ``train_step`` run with its
+evals, output folder and checkpoint root. A member's step is the trainer's own ``train_step`` (or its parts) run with its
 adapter active (``set_adapter``: the only parameters that train) and its RNG swapped in, so a packed trial
 reports, step for step, what it would have alone. Its reference is the base with every adapter off. Its
 checkpoint is its adapter under peft's lone-adapter name and its optimizer (``grpo.checkpoint``), which
@@ -26,8 +26,8 @@ and turns); then each member's update, eval and checkpoint in turn. A member's r
 state (``ServedAdapter.seeds``), and the rollouts draw nothing else from torch's global RNG, so each member reports
 what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
 The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
-whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: rollouts of several members at once on HF
-(members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
+whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: evals of several members at once (an eval forks and reseeds the global RNG), rollouts of several
+members at once on HF (members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
 GPU, and Tune itself (``sweep.trials.packing``, whose host gathers its members' step calls into rounds).
 """
 
