@@ -56,7 +56,7 @@ class LoraConfig(StrictModel):
 # rollout backend and its vLLM engine). All else is the trial's
 # (model.lora, model.micro_batch_size and micro_batch_tokens included: an adapter and how its update is chunked are a member's own).
 EVAL_SPLIT_KEYS = ("eval.ratio", "eval.split_seed", "eval.tasks_path", "eval.max_tasks", "eval.max_tasks_per_env")  # what picks the held-out tasks
-PACK_WIDE_KEYS = ("model", "env", "torch_threads", "rollout.backend", "rollout.vllm", *EVAL_SPLIT_KEYS)
+PACK_WIDE_KEYS = ("model", "env", "torch_threads", "rollout.backend", "rollout.vllm", "rollout.turns", *EVAL_SPLIT_KEYS)  # turns: which engine the pack holds
 
 
 def pack_wide(key: str) -> bool:

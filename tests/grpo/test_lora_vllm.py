@@ -151,6 +151,8 @@ def test_a_pack_shares_its_sampler_settings():
 
     with pytest.raises(PackError, match=r"'rollout.vllm.gpu_memory_utilization' \(0.3 vs 0.5\)"):
         check_packable(_cfg({}), _cfg({"rollout": {**BASE["rollout"], "vllm": {"gpu_memory_utilization": 0.5}}}))
+    with pytest.raises(PackError, match=r"'rollout.turns' \('per_episode' vs 'batched'\)"):  # the engine: streaming or a batch per turn
+        check_packable(STREAMED[0], _on_vllm(_cfg({})))
 
 
 class HFBackedEngine(StandInStreamingEngine):
