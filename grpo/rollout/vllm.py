@@ -3,7 +3,7 @@
 One engine per trainer rank, on that rank's GPU, beside the policy and the reference (a share of the
 GPU's memory: ``gpu_memory_utilization``). Between rollouts it sleeps (level 2: weights and KV cache
 freed, so the update has the memory); after each optimizer step the policy's full parameters arrive in
-buckets, are written to shared memory as safetensors and loaded by the engine's worker in place
+buckets (``grpo.rollout.weights``), are written to shared memory as safetensors and loaded by the engine's worker in place
 (``collective_rpc``), then the prefix cache is reset (cached prefixes hold the old weights' keys and
 values). Log-probs are vLLM's ``processed_logprobs`` (after temperature), the same distribution the
 trainer scores, so the trainer's recomputation measures desync (``rollout/logprob_gap``).
@@ -26,13 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import shutil
-import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from configkit import environ
@@ -40,6 +36,7 @@ from grpo.config import TrainerConfig
 from grpo.distributed import ray_gpu_ids, visible_gpus
 from grpo.rollout import Completion, SamplingParams
 from grpo.rollout.adapters import AdapterShelf, AdapterVersion, engine_lora_rank
+from grpo.rollout.weights import load_weights_file, share_weights, stage_weights, staging_dir
 
 
 @dataclass(frozen=True)
@@ -127,92 +124,6 @@ def visible_devices(value: str) -> Iterator[None]:
         yield
 
 
-def weight_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int) -> Iterator[list[tuple[str, Any]]]:
-    """Group (name, tensor) pairs into lists of at most ``bucket_bytes`` (a larger tensor travels alone)."""
-    bucket: list[tuple[str, Any]] = []
-    size = 0
-    for name, tensor in weights:
-        nbytes = tensor.numel() * tensor.element_size()
-        if bucket and size + nbytes > bucket_bytes:
-            yield bucket
-            bucket, size = [], 0
-        bucket.append((name, tensor))
-        size += nbytes
-    if bucket:
-        yield bucket
-
-
-def staging_dir(bucket_bytes: int) -> Path:
-    """Where weight buckets are written: /dev/shm (memory) when it has room for two, else the temp dir
-    (a container's default /dev/shm is 64 MB)."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and shutil.disk_usage(shm).free > 2 * bucket_bytes:
-        return shm
-    return Path(tempfile.gettempdir())
-
-
-def load_weights_file(worker, path: str) -> int:
-    """Runs inside the engine's worker process: load a safetensors file into the running model in place."""
-    from safetensors.torch import load_file
-
-    tensors = load_file(path, device="cuda")
-    worker.model_runner.get_model().load_weights(tensors.items())
-    return len(tensors)
-
-
-def flat_buckets(weights: Iterable[tuple[str, Any]], bucket_bytes: int, dtype, device) -> Iterator[tuple[Any, list[tuple[str, list[int], int]]]]:
-    """``weights`` cast to ``dtype`` on ``device``, in buckets of at most ``bucket_bytes`` (``weight_buckets``), each
-    one flat buffer with its layout: (name, shape, offset in elements) per tensor, in order."""
-    import torch
-
-    cast = ((name, t.detach().to(device=device, dtype=dtype)) for name, t in weights)
-    for bucket in weight_buckets(cast, bucket_bytes):
-        buffer = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=device)
-        layout, offset = [], 0
-        for name, tensor in bucket:
-            buffer[offset : offset + tensor.numel()].copy_(tensor.reshape(-1))
-            layout.append((name, list(tensor.shape), offset))
-            offset += tensor.numel()
-        yield buffer, layout
-
-
-def bucket_views(buffer, layout: list[tuple[str, list[int], int]]) -> list[tuple[str, Any]]:
-    """The named tensors of a flat bucket, as views of it (no copy)."""
-    return [(name, buffer[offset : offset + math.prod(shape)].view(shape)) for name, shape, offset in layout]
-
-
-def load_weights_shared(worker, payload: bytes) -> int:
-    """Runs inside the engine's worker process: open a bucket the trainer shared by CUDA IPC and load its views in
-    place. The handle names the trainer's device ordinal; this process numbers its one GPU from 0, so the ordinal
-    is replaced by its own (torch's CUDA reduction: the device is the seventh argument)."""
-    import pickle
-
-    import torch
-
-    rebuild, args, layout = pickle.loads(payload)
-    args = list(args)
-    args[6] = torch.cuda.current_device()
-    buffer = rebuild(*args)
-    worker.model_runner.get_model().load_weights(bucket_views(buffer, layout))
-    torch.cuda.synchronize()  # the trainer frees or reuses the buffer once this call returns
-    return len(layout)
-
-
-def share_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, call: Callable[[Callable, Any], object]) -> None:
-    """The policy's full parameters, cast on the GPU into flat buckets, each sent as a CUDA IPC handle: ``call(fn,
-    payload)`` runs ``fn(worker, payload)`` in the engine's workers and returns when they have loaded it."""
-    import pickle
-
-    import torch
-    from torch.multiprocessing.reductions import reduce_tensor
-
-    for buffer, layout in flat_buckets(weights, settings.weight_bucket_mb * 2**20, _torch_dtype(settings.dtype), "cuda"):
-        rebuild, args = reduce_tensor(buffer)
-        call(load_weights_shared, pickle.dumps((rebuild, args, layout)))  # bytes: RPC arguments other than plain data arrive changed
-        del buffer
-    torch.cuda.ipc_collect()  # free the shared blocks the engine has let go of
-
-
 class SleepingEngine:
     """The sleep, wake, weight-load and adapter rules both vLLM generators follow (``VLLMGenerator`` and the streaming
     ``grpo.rollout.vllm_stream.VLLMStreamingGenerator``); each gives its engine's calls."""
@@ -297,9 +208,9 @@ class SleepingEngine:
         if self.asleep:
             self._wake(["weights"])
         if self.settings.weight_route == "ipc":
-            share_weights(weights, self.settings, self._call_workers)
+            share_weights(weights, self.settings.weight_bucket_mb, self.settings.dtype, self._call_workers)
         else:
-            stage_weights(weights, self.settings, lambda path: self._call_workers(load_weights_file, path))
+            stage_weights(weights, self.settings.weight_bucket_mb, self.settings.dtype, lambda path: self._call_workers(load_weights_file, path))
         if self.asleep:
             self._wake(["kv_cache"])
             self.asleep = False
@@ -428,30 +339,8 @@ def completion_of(sample) -> Completion:
     return Completion(ids, logprobs, "stop" if sample.finish_reason == "stop" else "length")
 
 
-def stage_weights(weights: Iterable[tuple[str, Any]], settings: EngineSettings, send: Callable[[str], object]) -> None:
-    """The policy's full parameters, cast to the engine's dtype, written bucket by bucket to one safetensors file
-    in shared memory; ``send(path)`` has the engine load each bucket in place before the next overwrites it."""
-    from safetensors.torch import save_file
-
-    path = staging_dir(settings.weight_bucket_mb * 2**20) / f"grpo-weights-{os.getpid()}.safetensors"
-    dtype = _torch_dtype(settings.dtype)
-    cast = ((name, t.detach().to("cpu", dtype=dtype).contiguous()) for name, t in weights)
-    try:
-        for bucket in weight_buckets(cast, settings.weight_bucket_mb * 2**20):
-            save_file(dict(bucket), str(path))
-            send(str(path))
-    finally:
-        path.unlink(missing_ok=True)
-
-
 def _chosen_logprob(position, token: int) -> float:
     """The sampled token's log-prob from one position of vLLM's logprobs (a dict id -> Logprob)."""
     if position is None or token not in position:
         return math.nan
     return float(position[token].logprob)
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, name)

@@ -9,16 +9,9 @@ import pytest
 import torch
 
 from grpo.rollout import check_logprob_gap
-from grpo.rollout.vllm import (
-    EngineSettings,
-    VLLMGenerator,
-    bucket_views,
-    engine_visible_devices,
-    flat_buckets,
-    visible_devices,
-    weight_buckets,
-)
+from grpo.rollout.vllm import EngineSettings, VLLMGenerator, engine_visible_devices, visible_devices
 from grpo.rollout.vllm_stream import VLLMStreamingGenerator
+from grpo.rollout.weights import bucket_views, flat_buckets, weight_buckets
 
 
 @pytest.mark.parametrize(
