@@ -168,8 +168,7 @@ class Pack:
 
     def step(self, member: Member) -> tuple[int, dict[str, float], str | None]:
         """One GRPO step of ``member`` (its adapter active, its RNG in place): (step, metrics, checkpoint or None)."""
-        if member.done:
-            raise ValueError(f"{member.name} has run its {member.cfg.total_steps} steps")
+        _not_done(member)
         assert self.envs is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
         with self.active(member):
             metrics, saved = train_step(member.cfg, member.models, member.progress, self.envs, member.next_step)
@@ -189,8 +188,7 @@ class Pack:
             return [self._attempt(self.step, m) for m in members]
         assert self.envs is not None and self.engine is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
         for member in members:
-            if member.done:
-                raise ValueError(f"{member.name} has run its {member.cfg.total_steps} steps")
+            _not_done(member)
         out: dict[str, tuple[int, dict[str, float], str | None] | Exception] = {}
         for member in members:
             with self.active(member):
@@ -267,6 +265,11 @@ class Pack:
     def _activate(self, name: str) -> None:
         assert self.policy is not None
         self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
+
+
+def _not_done(member: Member) -> None:
+    if member.done:
+        raise ValueError(f"{member.name} has run its {member.cfg.total_steps} steps")
 
 
 def shared_engine(cfg: TrainerConfig, model_dir: str, capacity: int, stop_id: int) -> SleepingEngine:

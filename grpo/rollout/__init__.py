@@ -72,6 +72,14 @@ class StreamingGenerator(Generator, Protocol):
         ...
 
 
+def draw_rollout_seed(generator: torch.Generator | None = None) -> int:
+    """A rollout's base seed (``StreamingGenerator.rollout_seed``), from torch's RNG, or ``generator`` when given (a packed
+    member's own state while the members roll out at once): the same draw either way, so both give the same seed."""
+    import torch
+
+    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
+
+
 def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
     """The sampler's and the policy's log-probs of the sampled tokens must agree: a jump means the sampler
     is not sampling from the policy being trained (a weight sync that did not take)."""

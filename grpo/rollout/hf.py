@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import torch
 
 from grpo.distributed import device
-from grpo.rollout import Completion, SamplingParams
+from grpo.rollout import Completion, SamplingParams, draw_rollout_seed
 
 LOGITS_BUDGET_BYTES = 4 * 2**30  # generate keeps every step's logits: a 152K vocabulary needs ~78 MB per sequence per 128 tokens
 KV_CACHES = ("static", "dynamic")  # static: the default; dynamic: transformers' own default, the bench's baseline
@@ -48,7 +48,7 @@ class HFGenerator:
             return self._generate([prompt], sampling)[0]
 
     def rollout_seed(self) -> int:
-        return int(torch.randint(0, 2**31 - 1, (1,)).item())
+        return draw_rollout_seed()
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
         """All prompts, in as few ``generate`` calls as the logits they keep allow (one, for a small vocabulary)."""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from configkit import environ
 from grpo.config import TrainerConfig
 from grpo.distributed import ray_gpu_ids, visible_gpus
-from grpo.rollout import Completion, SamplingParams
+from grpo.rollout import Completion, SamplingParams, draw_rollout_seed
 from grpo.rollout.adapters import AdapterShelf, AdapterVersion, engine_lora_rank
 from grpo.rollout.weights import load_weights_file, share_weights, stage_weights, staging_dir
 
@@ -289,9 +289,7 @@ class ServedAdapter:
 
     def rollout_seed(self) -> int:
         """As ``VLLMStreamingGenerator.rollout_seed`` draws it, from ``seeds`` when set."""
-        import torch
-
-        return int(torch.randint(0, 2**31 - 1, (1,), generator=self.seeds).item())
+        return draw_rollout_seed(self.seeds)
 
     def load_adapter(self, policy) -> None:
         self.engine.load_adapter(policy, self.name)

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from configkit import environ
 from grpo.distributed import ray_gpu_ids
-from grpo.rollout import Completion, SamplingParams
+from grpo.rollout import Completion, SamplingParams, draw_rollout_seed
 from grpo.rollout.adapters import AdapterVersion
 from grpo.rollout.vllm import EngineSettings, SleepingEngine, engine_visible_devices, visible_devices
 
@@ -135,9 +135,7 @@ class VLLMStreamingGenerator(SleepingEngine):
 
     def rollout_seed(self) -> int:
         """From torch's RNG, as the HF generator's: the trial's checkpoint holds it, so a resumed trial draws the same."""
-        import torch
-
-        return int(torch.randint(0, 2**31 - 1, (1,)).item())
+        return draw_rollout_seed()
 
     def _add_lora(self, version: AdapterVersion) -> bool:
         return self.loop.call(lambda: self.engine.add_adapter(version))
