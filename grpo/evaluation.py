@@ -34,10 +34,16 @@ log = logging.getLogger(__name__)
 EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from training's cfg.seed + rank
 
 
-def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend: EnvBackend, global_step: int) -> dict[str, float]:
-    """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set."""
+def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend: EnvBackend, global_step: int,
+             forked: bool = True) -> dict[str, float]:
+    """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set.
+    ``forked=False``: the generator's seeds come from ``eval_seeds(cfg)``, set by the caller, and torch's global RNG is
+    left alone (a packed member's eval in a thread beside the others': ``grpo.pack.Pack.step_round``)."""
     started = time.perf_counter()
-    trajectories = sample_eval(cfg, models.generator, models.chat, eval_tasks, backend)
+    if forked:
+        trajectories = sample_eval(cfg, models.generator, models.chat, eval_tasks, backend)
+    else:
+        trajectories = collect(eval_tasks, cfg.eval.n_samples, backend, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
     metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
     failed = [t for t in trajectories if t.env_error]
     if failed:  # left out of n: a flaky environment moves pass@1, so say so
@@ -53,6 +59,12 @@ def sample_eval(cfg: TrainerConfig, generator, chat: ChatFormat, eval_tasks: lis
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
         torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
         return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, EpisodeLimits.of(cfg.rollout))
+
+
+def eval_seeds(cfg: TrainerConfig) -> torch.Generator:
+    """The eval's seed in a generator of its own: a streamed eval's one draw (its rollout seed) from it is the draw
+    ``sample_eval`` makes from the reseeded global RNG, so an eval that uses it samples what a forked one samples."""
+    return torch.Generator().manual_seed(cfg.seed + EVAL_SEED_OFFSET)
 
 
 def share_base_eval(cfg: TrainerConfig, line: dict[str, Any]) -> dict[str, float]:

@@ -22,11 +22,13 @@ The sweep's config refuses GPU packs and LoRA with vLLM until the GPU check has 
 With ``rollout.turns: per_episode`` that engine is the streaming one (``grpo.rollout.vllm_stream``), and
 ``step_round`` runs its members' rollouts at once, each member in a thread of its own sending its requests, through
 its own adapter, into the one engine, which batches them together (continuous batching across members, episodes
-and turns); then each member's update, eval and checkpoint in turn. A member's rollout seeds come from its own RNG
-state (``ServedAdapter.seeds``), and the rollouts draw nothing else from torch's global RNG, so each member reports
-what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
+and turns); then each member's update in turn, then the evals due, all at once the same way (each from the eval's own
+seed, ``grpo.evaluation.eval_seeds``), then each member's checkpoint and report in turn. A member's rollout seeds come
+from its own RNG state (``ServedAdapter.seeds``), and neither rollouts nor evals draw anything else from torch's global
+RNG, so each member reports what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
 The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
-whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: evals of several members at once (an eval forks and reseeds the global RNG), rollouts of several
+whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: the eval where a member's training starts at once with others' (in turn, under ``begin_step``;
+a sweep's trials share one base eval), rollouts of several
 members at once on HF (members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
 GPU, and Tune itself (``sweep.trials.packing``, whose host gathers its members' step calls into rounds).
 """
@@ -52,13 +54,14 @@ from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
 from grpo.distributed import device, on_gpu
 from grpo.dynamic import StepRollouts, roll_out
+from grpo.evaluation import eval_seeds, evaluate
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
 from grpo.rollout.adapters import engine_lora_rank
 from grpo.rollout.hf import HFGenerator
 from grpo.rollout.vllm import ServedAdapter, SleepingEngine, VLLMGenerator, engine_settings
 from grpo.rollout.vllm_stream import VLLMStreamingGenerator
-from grpo.trainer import Progress, begin_step, end_step, learn, start_process, start_progress, train_step
+from grpo.trainer import Progress, begin_step, end_step, eval_due, learn, start_process, start_progress, train_step
 from toolenvs.seam import EnvBackend
 
 
@@ -182,8 +185,8 @@ class Pack:
 
     def step_round(self, members: Sequence[Member]) -> list[tuple[int, dict[str, float], str | None] | Exception]:
         """One step of each of ``members``, in their order: each one's ``step`` result, or the exception its step
-        raised (the others go on). When the pack ``rolls_out_together`` their rollouts run at once on the engine
-        (module docstring); otherwise each steps in turn, as ``step``."""
+        raised (the others go on). When the pack ``rolls_out_together`` their rollouts, and then their evals, run at once
+        on the engine (module docstring); otherwise each steps in turn, as ``step``."""
         if not self.rolls_out_together or len(members) < 2:
             return [self._attempt(self.step, m) for m in members]
         assert self.envs is not None and self.engine is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
@@ -199,12 +202,29 @@ class Pack:
         self.engine.wake()  # once, before the threads (each request would wake it; the threads must not race to)
         with ThreadPoolExecutor(max(1, len(rolling)), thread_name_prefix="pack-rollouts") as pool:
             rolled = list(pool.map(self._roll_out, rolling))
+        learned: dict[str, dict[str, float]] = {}
         for member, done in zip(rolling, rolled):
             if isinstance(done, Exception):
                 out[member.name] = done
                 continue
             with self.active(member):
-                out[member.name] = self._attempt(self._finish, member, *done)
+                step = self._attempt(learn, member.cfg, member.models, member.progress.sampler, member.progress.shuffle, *done)
+            if isinstance(step, Exception):
+                out[member.name] = step
+            else:
+                learned[member.name] = step
+        due = [m for m in members if m.name in learned and eval_due(m.cfg, m.models, m.progress, m.next_step)]
+        self.engine.wake()
+        with ThreadPoolExecutor(max(1, len(due)), thread_name_prefix="pack-evals") as pool:
+            evaluated = dict(zip((m.name for m in due), pool.map(self._evaluate, due)))
+        for member in members:
+            if member.name not in learned:
+                continue
+            if isinstance(made := evaluated.get(member.name), Exception):
+                out[member.name] = made
+                continue
+            with self.active(member):
+                out[member.name] = self._attempt(self._end, member, learned[member.name], made)
         return [out[m.name] for m in members]
 
     def _roll_out(self, member: Member) -> tuple[StepRollouts, float] | Exception:
@@ -223,11 +243,23 @@ class Pack:
             generator.seeds = None
             member.rng.torch = seeds.get_state()
 
-    def _finish(self, member: Member, rollouts: StepRollouts, rollout_s: float) -> tuple[int, dict[str, float], str | None]:
-        """``member``'s step after its rollouts (its adapter active, its RNG in place): update, eval, checkpoint."""
+    def _evaluate(self, member: Member) -> dict[str, float] | Exception:
+        """``member``'s eval due after its update, in a thread beside the others': its seeds from the eval's own
+        (``grpo.evaluation.eval_seeds``), nothing drawn from torch's global RNG, so it samples what it samples alone."""
+        generator = member.models.generator
+        assert isinstance(generator, ServedAdapter)
+        generator.seeds = eval_seeds(member.cfg)
+        try:
+            return evaluate(member.cfg, member.models, member.progress.eval_tasks, self.envs, member.next_step, forked=False)  # type: ignore[arg-type]
+        except Exception as exc:
+            return exc
+        finally:
+            generator.seeds = None
+
+    def _end(self, member: Member, metrics: dict[str, float], evaluated: dict[str, float] | None) -> tuple[int, dict[str, float], str | None]:
+        """``member``'s step after its update and eval (its adapter active, its RNG in place): checkpoint, report."""
         step = member.next_step
-        metrics = learn(member.cfg, member.models, member.progress.sampler, member.progress.shuffle, rollouts, rollout_s)
-        metrics, saved = end_step(member.cfg, member.models, member.progress, self.envs, step, metrics)  # type: ignore[arg-type]
+        metrics, saved = end_step(member.cfg, member.models, member.progress, self.envs, step, metrics, evaluated)  # type: ignore[arg-type]
         member.next_step += 1
         return step, metrics, saved
 

@@ -108,16 +108,22 @@ def begin_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: Env
 
 
 def end_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBackend, step: int,
-             metrics: dict[str, float]) -> tuple[dict[str, float], str | None]:
-    """After the update: the eval and the checkpoint the step is due; (what to report, the checkpoint or None)."""
+             metrics: dict[str, float], evaluated: dict[str, float] | None = None) -> tuple[dict[str, float], str | None]:
+    """After the update: the eval and the checkpoint the step is due; (what to report, the checkpoint or None).
+    ``evaluated``: the due eval's metrics when it has been made already (a pack evaluates its members at once)."""
     ranks, evals = models.ranks, progress.evals
-    if progress.eval_tasks and due(step, cfg.eval.interval, cfg.total_steps) and ranks.main:
-        evals.add(step, evaluate(cfg, models, progress.eval_tasks, envs, global_step=step))
+    if eval_due(cfg, models, progress, step):
+        evals.add(step, evaluated if evaluated is not None else evaluate(cfg, models, progress.eval_tasks, envs, global_step=step))
     saved = None
     if progress.saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):
         state = TrainerState(step, progress.sampler.state(), evals.state())
         saved = str(save_checkpoint(progress.saves_to, state, models.policy, models.optimizer, progress.shuffle, cfg.checkpoint.keep_last, ranks))
     return {**metrics, **evals.metrics()}, saved
+
+
+def eval_due(cfg: TrainerConfig, models: Models, progress: Progress, step: int) -> bool:
+    """Whether this rank evaluates after step ``step`` (every ``eval.interval``-th and the last; rank 0 only)."""
+    return bool(progress.eval_tasks) and due(step, cfg.eval.interval, cfg.total_steps) and models.ranks.main
 
 
 def start_process(cfg: TrainerConfig) -> Ranks:

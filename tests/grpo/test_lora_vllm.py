@@ -162,6 +162,7 @@ class HFBackedEngine(StandInStreamingEngine):
     sampled alone from its own seed (HF's ``agenerate``). Records the most members' adapters in flight at once."""
 
     built: list[HFBackedEngine] = []
+    evaluating = 0  # packed members' evals under way (``counting_evals``)
 
     def __init__(self, settings, stop_id: int):
         super().__init__()
@@ -170,6 +171,7 @@ class HFBackedEngine(StandInStreamingEngine):
         self.adapters: dict[int, torch.nn.Module] = {}
         self.in_flight: Counter[str] = Counter()
         self.most_at_once = 0
+        self.most_at_once_in_evals = 0  # while two or more members evaluate
 
     @classmethod
     async def start(cls, settings, stop_id: int) -> HFBackedEngine:
@@ -180,7 +182,10 @@ class HFBackedEngine(StandInStreamingEngine):
     async def sample(self, request_id: str, prompt: list[int], sampling: SamplingParams, adapter=None) -> Completion:
         name = "base" if adapter is None else adapter.name
         self.in_flight[name] += 1
-        self.most_at_once = max(self.most_at_once, sum(1 for k, v in self.in_flight.items() if v and k != "base"))
+        at_once = sum(1 for k, v in self.in_flight.items() if v and k != "base")
+        self.most_at_once = max(self.most_at_once, at_once)
+        if HFBackedEngine.evaluating >= 2:
+            self.most_at_once_in_evals = max(self.most_at_once_in_evals, at_once)
         try:
             await asyncio.sleep(0.002)
         finally:
@@ -223,6 +228,27 @@ def hf_backed_streaming() -> Iterator[list[HFBackedEngine]]:
 
 
 @functools.cache
+@contextmanager
+def counting_evals() -> Iterator[None]:
+    """A pack's evals counted while the block runs (``HFBackedEngine.evaluating``)."""
+    import grpo.pack
+
+    lock, evaluate = threading.Lock(), grpo.pack.evaluate
+
+    def counted(*args, **kwargs):
+        with lock:
+            HFBackedEngine.evaluating += 1
+        try:
+            return evaluate(*args, **kwargs)
+        finally:
+            with lock:
+                HFBackedEngine.evaluating -= 1
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grpo.pack, "evaluate", counted)
+        yield
+
+
 def _alone_streamed(i: int) -> tuple[ListReporter, list[str]]:
     """``STREAMED[i]`` trained alone as a LoRA trial on the streaming engine, once for the module: its reports, and
     the adapter versions its engine was given."""
@@ -237,20 +263,23 @@ def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what
     """Two LoRA trials packed on one streaming engine: each round their rollouts run at once, each member's requests
     from its own thread through its own adapter into the one engine (both members' adapters in flight together), and
     each member reports what it reports alone as a LoRA trial on that engine, step for step (its rollout seeds from its
-    own RNG, whatever the other's timing). The lone runs sample their adapters too (three loads each)."""
+    own RNG, whatever the other's timing); then their evals the same way, at once (both adapters in flight while both
+    evaluate), each from the eval's own seed. The lone runs sample their adapters too (three loads each)."""
     alone = [_alone_streamed(i) for i in (0, 1)]
     assert [adds for _, adds in alone] == [[f"default-{i}" for i in (1, 2, 3)]] * 2
     assert [m["policy/grad_norm"] for _, m in alone[0][0].reports] != [m["policy/grad_norm"] for _, m in alone[1][0].reports]  # two trials
 
     packed = [ListReporter(), ListReporter()]
-    with hf_backed_streaming() as built:
+    with hf_backed_streaming() as built, counting_evals():
         train_packed(STREAMED, packed)
         (engine,) = built
     for i, reporter in enumerate(packed):
         _assert_same_reports(reporter, alone[i][0], f"member {i} rolled out beside the other vs alone")
     assert engine.settings.max_loras == 2
     assert engine.most_at_once == 2  # both members' adapters had requests in the engine at once
-    assert not [t for t in threading.enumerate() if t.name.startswith("pack-rollouts")]  # the rollout threads ended
+    assert engine.most_at_once_in_evals == 2  # and while both members evaluated (after the last step)
+    assert [m["eval/global_step"] for _, m in packed[0].reports] == [0.0, 0.0, 3.0]  # the packed eval is in the report
+    assert not [t for t in threading.enumerate() if t.name.startswith(("pack-rollouts", "pack-evals"))]  # the threads ended
 
 
 def test_a_pack_host_steps_members_that_roll_out_together_in_rounds():
