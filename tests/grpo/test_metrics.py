@@ -124,3 +124,24 @@ def test_a_trials_evals_carry_the_score_and_survive_a_checkpoint():
     again = Evals(window=2)
     again.restore(json.loads(json.dumps(evals.state())))  # as a checkpoint's JSON holds it
     assert again.metrics() == evals.metrics() and again.has(5) and not again.has(3)
+
+
+def test_an_evals_own_seeds_draw_what_the_reseeded_global_rng_draws():
+    """A packed member's eval draws its rollout seed from ``eval_seeds`` while torch's global RNG goes on untouched;
+    a lone trial's eval draws it from the global RNG reseeded in a fork: the same seed either way."""
+    import torch
+
+    from grpo.config import TrainerConfig
+    from grpo.evaluation import EVAL_SEED_OFFSET, eval_seeds
+    from grpo.rollout import draw_rollout_seed
+
+    cfg = TrainerConfig.model_validate({"seed": 7})
+    torch.manual_seed(123)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7 + EVAL_SEED_OFFSET)
+        forked = [draw_rollout_seed() for _ in range(3)]
+    after_fork = torch.get_rng_state()
+    own = eval_seeds(cfg)
+    assert [draw_rollout_seed(own) for _ in range(3)] == forked
+    assert torch.equal(torch.get_rng_state(), after_fork)  # the global RNG did not move
+    assert draw_rollout_seed(eval_seeds(TrainerConfig.model_validate({"seed": 8}))) != forked[0]  # a trial's own seed
