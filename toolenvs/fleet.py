@@ -31,6 +31,7 @@ import inspect
 import json
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
@@ -96,40 +97,52 @@ def task_config(task: Task) -> dict[str, Any]:
 
 class InstanceSlots:
     """At most ``size`` Fleet instances open at once in this process (``sweep train``), whichever event loops and
-    threads ask: a count under a lock, and each waiter a future on its own loop, woken (from any thread) by every
-    release to try again. A pack's members roll out at once, each on a loop of its own (``grpo.pack``)."""
+    threads ask (a pack's members roll out at once, each on a loop of its own: ``grpo.pack``): a count under a lock
+    and a queue of waiters, each a future on its own loop. A release hands its slot to the first waiter (woken from
+    any thread), so slots go in the order they were asked for and a release wakes one waiter, not all; a waiter
+    cancelled after its slot was handed to it passes the slot on, and one whose loop has closed is skipped."""
 
     def __init__(self, size: int):
         self.size = size
         self._lock = threading.Lock()
         self._open = 0
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        with self._lock:
+            if self._open < self.size and not self._waiters:
+                self._open += 1
+                return
+            waiter = (loop, loop.create_future())
+            self._waiters.append(waiter)
+        try:
+            await waiter[1]
+        except BaseException:
             with self._lock:
-                if self._open < self.size:
-                    self._open += 1
-                    return
-                woken: asyncio.Future[None] = loop.create_future()
-                self._waiters.append((loop, woken))
-            try:
-                await woken
-            finally:
-                with self._lock:
-                    if (loop, woken) in self._waiters:
-                        self._waiters.remove((loop, woken))
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued:  # handed the slot as it was cancelled: the next waiter has it
+                self._hand_on()
+            raise
 
     async def release(self, lease: None) -> None:
-        with self._lock:
-            self._open -= 1
-            waiters, self._waiters = self._waiters, []
-        for loop, woken in waiters:
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """A slot freed: to the first waiter whose loop still runs, else back to the count."""
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    self._open -= 1
+                    return
+                loop, woken = self._waiters.popleft()
             try:
                 loop.call_soon_threadsafe(_wake, woken)
-            except RuntimeError:  # its loop has closed (the waiter was cancelled with it): nothing to wake
-                pass
+                return
+            except RuntimeError:  # its loop has closed (the waiter went with it): the next one
+                continue
 
     def slot(self) -> Any:
         from toolenvs.fleet_slots import held

@@ -105,4 +105,66 @@ def test_the_process_cap_holds_across_loops_running_at_once():
     for t in threads:
         t.join(10)
     assert not any(t.is_alive() for t in threads)
-    assert peak == 2 and held == 0 and slots._open == 0 and slots._waiters == []
+    assert peak == 2 and held == 0 and slots._open == 0 and not slots._waiters
+
+
+def test_the_process_cap_hands_slots_on_in_the_order_they_were_asked_for_across_loops():
+    """Waiters on two loops in two threads, asking one after another while the one slot is held: each release hands
+    the slot to the longest waiting, whichever loop it is on."""
+    import threading
+
+    from toolenvs.fleet import InstanceSlots
+
+    slots, granted = InstanceSlots(1), []
+    loops = [asyncio.new_event_loop() for _ in range(2)]
+    threads = [threading.Thread(target=loop.run_forever, daemon=True) for loop in loops]
+    for t in threads:
+        t.start()
+
+    async def wait_then_hold(i: int) -> None:
+        await slots.acquire()
+        granted.append(i)
+        await asyncio.sleep(0.002)
+        await slots.release(None)
+
+    try:
+        asyncio.run_coroutine_threadsafe(slots.acquire(), loops[0]).result(5)  # the holder
+        done = []
+        for i in range(6):  # asked in this order, alternating loops
+            done.append(asyncio.run_coroutine_threadsafe(wait_then_hold(i), loops[i % 2]))
+            deadline = time.monotonic() + 5
+            while len(slots._waiters) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert len(slots._waiters) == i + 1
+        asyncio.run_coroutine_threadsafe(slots.release(None), loops[1]).result(5)
+        for d in done:
+            d.result(5)
+    finally:
+        for loop in loops:
+            loop.call_soon_threadsafe(loop.stop)
+        for t in threads:
+            t.join(5)
+    assert granted == list(range(6)) and slots._open == 0 and not slots._waiters
+
+
+def test_a_waiter_cancelled_as_its_slot_is_handed_to_it_passes_the_slot_on():
+    import pytest
+
+    from toolenvs.fleet import InstanceSlots
+
+    async def go():
+        slots = InstanceSlots(1)
+        await slots.acquire()
+        first, second = asyncio.create_task(slots.acquire()), asyncio.create_task(slots.acquire())
+        await asyncio.sleep(0)
+        assert len(slots._waiters) == 2
+        await slots.release(None)  # handed to the first, whose wake is scheduled...
+        first.cancel()  # ...when it is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await asyncio.wait_for(second, 1.0)
+        assert slots._open == 1 and not slots._waiters
+        await slots.release(None)
+        assert slots._open == 0
+
+    asyncio.run(go())
