@@ -2,7 +2,9 @@
 
 Every eval draws from the same seed (HF sampling; vLLM keeps its engine's), so two evals differ by the
 policy rather than by the dice, and in a fork of the random state, so evals (one more on resume) leave
-training's samples as they were.
+training's samples as they were. A streamed eval (``rollout.turns: per_episode``) draws one thing, its rollout
+seed; a packed member's eval in a thread beside others' draws it from a generator of its own holding the same
+seed instead (``eval_seeds``), and leaves torch's global RNG alone.
 
 Trajectories go to ``{output_dir}/global_step_{N}/{env_key}.jsonl`` (one JSON line per episode:
 ``input_prompt``, ``output_response``, ``score``, ``stop_reason``, ``env_extras``) and one line per eval
@@ -35,15 +37,11 @@ EVAL_SEED_OFFSET = 1_000_003  # eval's seed, cfg.seed + this: apart from trainin
 
 
 def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend: EnvBackend, global_step: int,
-             forked: bool = True) -> dict[str, float]:
+             own_seeds: bool = False) -> dict[str, float]:
     """Sample every held-out task ``eval.n_samples`` times; write the trajectories when output_dir is set.
-    ``forked=False``: the generator's seeds come from ``eval_seeds(cfg)``, set by the caller, and torch's global RNG is
-    left alone (a packed member's eval in a thread beside the others': ``grpo.pack.Pack.step_round``)."""
+    ``own_seeds``: as ``sample_eval``'s (a packed member's eval in a thread: ``grpo.pack.Pack.step_round``)."""
     started = time.perf_counter()
-    if forked:
-        trajectories = sample_eval(cfg, models.generator, models.chat, eval_tasks, backend)
-    else:
-        trajectories = collect(eval_tasks, cfg.eval.n_samples, backend, models.generator, models.chat, EpisodeLimits.of(cfg.rollout))
+    trajectories = sample_eval(cfg, models.generator, models.chat, eval_tasks, backend, own_seeds)
     metrics = {**eval_summary(trajectories, cfg.eval.n_samples, global_step), "timing/eval_s": time.perf_counter() - started}
     failed = [t for t in trajectories if t.env_error]
     if failed:  # left out of n: a flaky environment moves pass@1, so say so
@@ -54,17 +52,34 @@ def evaluate(cfg: TrainerConfig, models: Models, eval_tasks: list[Task], backend
     return metrics
 
 
-def sample_eval(cfg: TrainerConfig, generator, chat: ChatFormat, eval_tasks: list[Task], backend: EnvBackend) -> list[Trajectory]:
-    """The eval's episodes: every task ``eval.n_samples`` times from the eval's own seed, in a fork of the random state."""
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
-        torch.manual_seed(cfg.seed + EVAL_SEED_OFFSET)
-        return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, EpisodeLimits.of(cfg.rollout))
+def sample_eval(cfg: TrainerConfig, generator, chat: ChatFormat, eval_tasks: list[Task], backend: EnvBackend,
+                own_seeds: bool = False) -> list[Trajectory]:
+    """The eval's episodes: every task ``eval.n_samples`` times from the eval's own seed, in a fork of the random state;
+    with ``own_seeds``, the generator's (a streaming one whose ``seeds`` may be set: ``ServedAdapter``) drawn from
+    ``eval_seeds`` for the eval, and torch's global RNG untouched (no fork: other threads may be drawing from it)."""
+    limits = EpisodeLimits.of(cfg.rollout)
+    if not own_seeds:
+        with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
+            torch.manual_seed(eval_seed(cfg))
+            return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, limits)
+    if not generator.streams or generator.seeds is not None:
+        raise ValueError("an eval with its own seeds needs a streaming generator whose seeds are not set already")
+    generator.seeds = eval_seeds(cfg)
+    try:
+        return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, limits)
+    finally:
+        generator.seeds = None
+
+
+def eval_seed(cfg: TrainerConfig) -> int:
+    """Every eval's seed: apart from training's (``cfg.seed`` + rank)."""
+    return cfg.seed + EVAL_SEED_OFFSET
 
 
 def eval_seeds(cfg: TrainerConfig) -> torch.Generator:
     """The eval's seed in a generator of its own: a streamed eval's one draw (its rollout seed) from it is the draw
-    ``sample_eval`` makes from the reseeded global RNG, so an eval that uses it samples what a forked one samples."""
-    return torch.Generator().manual_seed(cfg.seed + EVAL_SEED_OFFSET)
+    a forked eval makes from the reseeded global RNG, so an eval that uses it samples what a forked one samples."""
+    return torch.Generator().manual_seed(eval_seed(cfg))
 
 
 def share_base_eval(cfg: TrainerConfig, line: dict[str, Any]) -> dict[str, float]:

@@ -27,8 +27,8 @@ seed, ``grpo.evaluation.eval_seeds``), then each member's checkpoint and report 
 from its own RNG state (``ServedAdapter.seeds``), and neither rollouts nor evals draw anything else from torch's global
 RNG, so each member reports what it reports alone. Built and tested on CPU with an HF-backed stand-in engine; not run on a GPU.
 The environments are the pack's, shared by the members' threads (Fleet's instance cap counts for the process,
-whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: the eval where a member's training starts at once with others' (in turn, under ``begin_step``;
-a sweep's trials share one base eval), rollouts of several
+whichever loops ask: ``toolenvs.fleet.InstanceSlots``). Leaves out: the eval where a member's training starts at
+once with others' (in turn, under ``begin_step``; a sweep's trials share one base eval), rollouts of several
 members at once on HF (members step in turn; on CPU a mixed batch is slower, ``bench/mixed_adapters.py``), several ranks, bf16 on a
 GPU, and Tune itself (``sweep.trials.packing``, whose host gathers its members' step calls into rounds).
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 import random
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -54,7 +54,7 @@ from grpo.config import TrainerConfig, pack_wide
 from grpo.data import trial_tasks
 from grpo.distributed import device, on_gpu
 from grpo.dynamic import StepRollouts, roll_out
-from grpo.evaluation import eval_seeds, evaluate
+from grpo.evaluation import evaluate
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
 from grpo.rollout.adapters import engine_lora_rank
@@ -67,6 +67,9 @@ from toolenvs.seam import EnvBackend
 
 class PackError(ConfigError):
     """A trial that cannot join a pack: it would change the shared base, or the pack cannot run where it is."""
+
+
+Stepped = tuple[int, dict[str, float], str | None]  # a member's step: (its number, what it reports, its checkpoint or None)
 
 
 @dataclass
@@ -169,7 +172,7 @@ class Pack:
         self.members[name] = member
         return member
 
-    def step(self, member: Member) -> tuple[int, dict[str, float], str | None]:
+    def step(self, member: Member) -> Stepped:
         """One GRPO step of ``member`` (its adapter active, its RNG in place): (step, metrics, checkpoint or None)."""
         _not_done(member)
         assert self.envs is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
@@ -183,7 +186,7 @@ class Pack:
         """Whether ``step_round`` runs its members' rollouts at once (``grpo.combinations.pack_rolls_out_together``)."""
         return pack_rolls_out_together(self.cfg)
 
-    def step_round(self, members: Sequence[Member]) -> list[tuple[int, dict[str, float], str | None] | Exception]:
+    def step_round(self, members: Sequence[Member]) -> list[Stepped | Exception]:
         """One step of each of ``members``, in their order: each one's ``step`` result, or the exception its step
         raised (the others go on). When the pack ``rolls_out_together`` their rollouts, and then their evals, run at once
         on the engine (module docstring); otherwise each steps in turn, as ``step``."""
@@ -192,42 +195,39 @@ class Pack:
         assert self.envs is not None and self.engine is not None, "enter the pack (with Pack(cfg) as pack:) before stepping it"
         for member in members:
             _not_done(member)
-        out: dict[str, tuple[int, dict[str, float], str | None] | Exception] = {}
-        for member in members:
-            with self.active(member):
-                begun = self._attempt(begin_step, member.cfg, member.models, member.progress, self.envs, member.next_step)
-            if isinstance(begun, Exception):
-                out[member.name] = begun
-        rolling = [m for m in members if m.name not in out]
-        self.engine.wake()  # once, before the threads (each request would wake it; the threads must not race to)
-        with ThreadPoolExecutor(max(1, len(rolling)), thread_name_prefix="pack-rollouts") as pool:
-            rolled = list(pool.map(self._roll_out, rolling))
-        learned: dict[str, dict[str, float]] = {}
-        for member, done in zip(rolling, rolled):
-            if isinstance(done, Exception):
-                out[member.name] = done
-                continue
-            with self.active(member):
-                step = self._attempt(learn, member.cfg, member.models, member.progress.sampler, member.progress.shuffle, *done)
-            if isinstance(step, Exception):
-                out[member.name] = step
-            else:
-                learned[member.name] = step
+        failed: dict[str, Exception] = {}
+        self._in_turn(members, failed, lambda m: begin_step(m.cfg, m.models, m.progress, self.envs, m.next_step))
+        rolled = self._at_once(members, failed, self._roll_out, "pack-rollouts")
+        learned = self._in_turn(members, failed, lambda m: learn(m.cfg, m.models, m.progress.sampler, m.progress.shuffle, *rolled[m.name]))
         due = [m for m in members if m.name in learned and eval_due(m.cfg, m.models, m.progress, m.next_step)]
-        self.engine.wake()
-        with ThreadPoolExecutor(max(1, len(due)), thread_name_prefix="pack-evals") as pool:
-            evaluated = dict(zip((m.name for m in due), pool.map(self._evaluate, due)))
-        for member in members:
-            if member.name not in learned:
-                continue
-            if isinstance(made := evaluated.get(member.name), Exception):
-                out[member.name] = made
-                continue
-            with self.active(member):
-                out[member.name] = self._attempt(self._end, member, learned[member.name], made)
-        return [out[m.name] for m in members]
+        evaluated = self._at_once(due, failed, self._evaluate, "pack-evals")
+        ended = self._in_turn(members, failed, lambda m: self._end(m, learned[m.name], evaluated.get(m.name)))
+        return [failed[m.name] if m.name in failed else ended[m.name] for m in members]
 
-    def _roll_out(self, member: Member) -> tuple[StepRollouts, float] | Exception:
+    def _in_turn(self, members: Sequence[Member], failed: dict[str, Exception], fn: Callable[[Member], Any]) -> dict[str, Any]:
+        """``fn(member)`` for each of ``members`` that has not ``failed`` yet, one after another, its adapter active and
+        its RNG in place: what each returned, by name; what one raised goes to ``failed``."""
+        done = {}
+        for member in members:
+            if member.name not in failed:
+                with self.active(member):
+                    done[member.name] = self._attempt(fn, member)
+        return _sorted_out(done, failed)
+
+    def _at_once(self, members: Sequence[Member], failed: dict[str, Exception], fn: Callable[[Member], Any], name: str) -> dict[str, Any]:
+        """``fn(member)`` for each of ``members`` that has not ``failed`` yet, each in a thread of its own against the
+        engine, woken first (a member's update that failed after putting it to sleep leaves it asleep, and the threads
+        must not race to wake it): what each returned, by name; what one raised goes to ``failed``."""
+        live = [m for m in members if m.name not in failed]
+        if not live:
+            return {}
+        assert self.engine is not None
+        self.engine.wake()
+        with ThreadPoolExecutor(len(live), thread_name_prefix=name) as pool:
+            results = pool.map(lambda m: self._attempt(fn, m), live)
+            return _sorted_out(dict(zip((m.name for m in live), results)), failed)
+
+    def _roll_out(self, member: Member) -> tuple[StepRollouts, float]:
         """``member``'s rollouts of its next step, in a thread beside the others': its seeds from its own RNG state."""
         generator = member.models.generator
         assert isinstance(generator, ServedAdapter)
@@ -237,26 +237,17 @@ class Pack:
         started = time.perf_counter()
         try:
             return roll_out(member.cfg, member.models, member.progress.sampler, self.envs), time.perf_counter() - started  # type: ignore[arg-type]
-        except Exception as exc:
-            return exc
         finally:
             generator.seeds = None
             member.rng.torch = seeds.get_state()
 
-    def _evaluate(self, member: Member) -> dict[str, float] | Exception:
-        """``member``'s eval due after its update, in a thread beside the others': its seeds from the eval's own
-        (``grpo.evaluation.eval_seeds``), nothing drawn from torch's global RNG, so it samples what it samples alone."""
-        generator = member.models.generator
-        assert isinstance(generator, ServedAdapter)
-        generator.seeds = eval_seeds(member.cfg)
-        try:
-            return evaluate(member.cfg, member.models, member.progress.eval_tasks, self.envs, member.next_step, forked=False)  # type: ignore[arg-type]
-        except Exception as exc:
-            return exc
-        finally:
-            generator.seeds = None
+    def _evaluate(self, member: Member) -> dict[str, float]:
+        """``member``'s eval due after its update, in a thread beside the others': from the eval's own seeds, nothing
+        drawn from torch's global RNG (``grpo.evaluation.sample_eval``), so it samples what it samples alone."""
+        cfg, progress = member.cfg, member.progress
+        return evaluate(cfg, member.models, progress.eval_tasks, self.envs, member.next_step, own_seeds=True)  # type: ignore[arg-type]
 
-    def _end(self, member: Member, metrics: dict[str, float], evaluated: dict[str, float] | None) -> tuple[int, dict[str, float], str | None]:
+    def _end(self, member: Member, metrics: dict[str, float], evaluated: dict[str, float] | None) -> Stepped:
         """``member``'s step after its update and eval (its adapter active, its RNG in place): checkpoint, report."""
         step = member.next_step
         metrics, saved = end_step(member.cfg, member.models, member.progress, self.envs, step, metrics, evaluated)  # type: ignore[arg-type]
@@ -297,6 +288,12 @@ class Pack:
     def _activate(self, name: str) -> None:
         assert self.policy is not None
         self.policy.set_adapter(name)  # peft: only this adapter's parameters require grad now
+
+
+def _sorted_out(results: dict[str, Any], failed: dict[str, Exception]) -> dict[str, Any]:
+    """``results`` by member name without the exceptions, which go to ``failed``."""
+    failed.update({name: r for name, r in results.items() if isinstance(r, Exception)})
+    return {name: r for name, r in results.items() if not isinstance(r, Exception)}
 
 
 def _not_done(member: Member) -> None:

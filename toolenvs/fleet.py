@@ -100,30 +100,31 @@ class InstanceSlots:
     threads ask (a pack's members roll out at once, each on a loop of its own: ``grpo.pack``): a count under a lock
     and a queue of waiters, each a future on its own loop. A release hands its slot to the first waiter (woken from
     any thread), so slots go in the order they were asked for and a release wakes one waiter, not all; a waiter
-    cancelled after its slot was handed to it passes the slot on, and one whose loop has closed is skipped."""
+    cancelled after its slot was handed to it passes the slot on, and one whose loop has closed is skipped. Loops are
+    ``asyncio.run``'s, which cancels a waiter before closing: a loop closed under a waiter it never resumes keeps the
+    slot handed to it until the waiter is collected."""
 
     def __init__(self, size: int):
         self.size = size
         self._lock = threading.Lock()
         self._open = 0
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._waiters: deque[_Waiter] = deque()
 
     async def acquire(self) -> None:
-        loop = asyncio.get_running_loop()
         with self._lock:
             if self._open < self.size and not self._waiters:
                 self._open += 1
                 return
-            waiter = (loop, loop.create_future())
+            waiter = _Waiter(asyncio.get_running_loop())
             self._waiters.append(waiter)
         try:
-            await waiter[1]
-        except BaseException:
+            await waiter.woken
+        except BaseException:  # cancelled (or its coroutine closed) while waiting
             with self._lock:
-                queued = waiter in self._waiters
-                if queued:
+                if waiter in self._waiters:
                     self._waiters.remove(waiter)
-            if not queued:  # handed the slot as it was cancelled: the next waiter has it
+                granted, waiter.granted = waiter.granted, False
+            if granted:  # the slot was handed to it as it went: the next waiter has it
                 self._hand_on()
             raise
 
@@ -131,23 +132,30 @@ class InstanceSlots:
         self._hand_on()
 
     def _hand_on(self) -> None:
-        """A slot freed: to the first waiter whose loop still runs, else back to the count."""
-        while True:
-            with self._lock:
-                if not self._waiters:
-                    self._open -= 1
-                    return
-                loop, woken = self._waiters.popleft()
-            try:
-                loop.call_soon_threadsafe(_wake, woken)
+        """A slot freed: to the first waiter whose loop still runs (its wake scheduled under the lock, so each
+        handed slot has one owner), else back to the count."""
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                try:
+                    waiter.loop.call_soon_threadsafe(_wake, waiter.woken)
+                except RuntimeError:  # its loop has closed: the waiter went with it, never granted
+                    continue
+                waiter.granted = True
                 return
-            except RuntimeError:  # its loop has closed (the waiter went with it): the next one
-                continue
+            self._open -= 1
 
     def slot(self) -> Any:
         from toolenvs.fleet_slots import held
 
         return held(self)
+
+
+class _Waiter:
+    """One ``InstanceSlots.acquire`` in the queue: its loop, the future its release sets, whether a slot was handed to it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.woken, self.granted = loop, loop.create_future(), False
 
 
 def _wake(woken: asyncio.Future[None]) -> None:

@@ -212,7 +212,7 @@ def _streamed(cfg: TrainerConfig) -> TrainerConfig:
     return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"backend": "vllm", "turns": "per_episode"})})
 
 
-STREAMED = [_streamed(_cfg(TRIALS[i])) for i in (0, 1)]
+STREAMED = [_streamed(_cfg(TRIALS[i], eval={"interval": 2, "n_samples": 1})) for i in (0, 1)]  # evals after steps 2 and 3
 
 
 @contextmanager
@@ -227,7 +227,6 @@ def hf_backed_streaming() -> Iterator[list[HFBackedEngine]]:
         yield HFBackedEngine.built
 
 
-@functools.cache
 @contextmanager
 def counting_evals() -> Iterator[None]:
     """A pack's evals counted while the block runs (``HFBackedEngine.evaluating``)."""
@@ -249,6 +248,7 @@ def counting_evals() -> Iterator[None]:
         yield
 
 
+@functools.cache
 def _alone_streamed(i: int) -> tuple[ListReporter, list[str]]:
     """``STREAMED[i]`` trained alone as a LoRA trial on the streaming engine, once for the module: its reports, and
     the adapter versions its engine was given."""
@@ -277,9 +277,36 @@ def test_packed_members_roll_out_at_once_on_one_streaming_engine_and_report_what
         _assert_same_reports(reporter, alone[i][0], f"member {i} rolled out beside the other vs alone")
     assert engine.settings.max_loras == 2
     assert engine.most_at_once == 2  # both members' adapters had requests in the engine at once
-    assert engine.most_at_once_in_evals == 2  # and while both members evaluated (after the last step)
-    assert [m["eval/global_step"] for _, m in packed[0].reports] == [0.0, 0.0, 3.0]  # the packed eval is in the report
+    assert engine.most_at_once_in_evals == 2  # and while both members evaluated
+    assert [m["eval/global_step"] for _, m in packed[0].reports] == [0.0, 2.0, 3.0]  # a round after a packed eval too
     assert not [t for t in threading.enumerate() if t.name.startswith(("pack-rollouts", "pack-evals"))]  # the threads ended
+
+
+def test_a_member_whose_packed_eval_fails_takes_only_its_own_step_down():
+    """A round whose evals run at once, one of them raising: that member gets the error (its step not counted, its
+    eval not recorded), and the other goes on to report what it reports alone."""
+    import grpo.pack
+
+    alone = _alone_streamed(0)[0]
+    evaluate = grpo.pack.evaluate
+
+    def fails_for_the_second(cfg, models, tasks, envs, step, **kwargs):
+        if cfg.seed == STREAMED[1].seed and step == 2:
+            raise RuntimeError("the eval's environment went away")
+        return evaluate(cfg, models, tasks, envs, step, **kwargs)
+
+    got = ListReporter()
+    with hf_backed_streaming(), pytest.MonkeyPatch.context() as patch, Pack(STREAMED[0], 2) as pack:
+        patch.setattr(grpo.pack, "evaluate", fails_for_the_second)
+        a, b = pack.join(STREAMED[0]), pack.join(STREAMED[1])
+        for _ in range(2):
+            first, second = pack.step_round([a, b])
+            got.report(*first)
+        assert isinstance(second, RuntimeError) and "went away" in str(second)
+        assert b.next_step == 2 and not b.progress.evals.has(2) and a.next_step == 3
+        pack.leave(b)
+        got.report(*pack.step_round([a])[0])
+    _assert_same_reports(got, alone, "the member whose eval did not fail")
 
 
 def test_a_pack_host_steps_members_that_roll_out_together_in_rounds():

@@ -126,22 +126,28 @@ def test_a_trials_evals_carry_the_score_and_survive_a_checkpoint():
     assert again.metrics() == evals.metrics() and again.has(5) and not again.has(3)
 
 
-def test_an_evals_own_seeds_draw_what_the_reseeded_global_rng_draws():
-    """A packed member's eval draws its rollout seed from ``eval_seeds`` while torch's global RNG goes on untouched;
-    a lone trial's eval draws it from the global RNG reseeded in a fork: the same seed either way."""
+def test_an_evals_own_seeds_draw_what_the_reseeded_global_rng_draws(monkeypatch):
+    """``sample_eval`` as a lone trial runs it (in a fork of torch's RNG, reseeded) and as a packed member's thread does
+    (``own_seeds``: its streaming generator's seeds from ``eval_seeds``): the same rollout seed drawn, the global RNG
+    untouched, the generator's seeds unset after; and refused for a generator that does not stream."""
+    from types import SimpleNamespace
+
+    import pytest
     import torch
 
+    import grpo.evaluation
     from grpo.config import TrainerConfig
-    from grpo.evaluation import EVAL_SEED_OFFSET, eval_seeds
+    from grpo.evaluation import sample_eval
     from grpo.rollout import draw_rollout_seed
 
-    cfg = TrainerConfig.model_validate({"seed": 7})
+    monkeypatch.setattr(grpo.evaluation, "collect", lambda tasks, n, backend, generator, chat, limits: [draw_rollout_seed(generator.seeds)])
+    cfg, generator = TrainerConfig.model_validate({"seed": 7}), SimpleNamespace(streams=True, seeds=None)
     torch.manual_seed(123)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(7 + EVAL_SEED_OFFSET)
-        forked = [draw_rollout_seed() for _ in range(3)]
-    after_fork = torch.get_rng_state()
-    own = eval_seeds(cfg)
-    assert [draw_rollout_seed(own) for _ in range(3)] == forked
-    assert torch.equal(torch.get_rng_state(), after_fork)  # the global RNG did not move
-    assert draw_rollout_seed(eval_seeds(TrainerConfig.model_validate({"seed": 8}))) != forked[0]  # a trial's own seed
+    before = torch.get_rng_state()
+    forked = sample_eval(cfg, generator, None, [], None)
+    assert torch.equal(torch.get_rng_state(), before)
+    own = sample_eval(cfg, generator, None, [], None, own_seeds=True)
+    assert own == forked and generator.seeds is None and torch.equal(torch.get_rng_state(), before)
+    assert sample_eval(TrainerConfig.model_validate({"seed": 8}), generator, None, [], None, own_seeds=True) != forked
+    with pytest.raises(ValueError, match="streaming generator"):
+        sample_eval(cfg, SimpleNamespace(streams=False, seeds=None), None, [], None, own_seeds=True)

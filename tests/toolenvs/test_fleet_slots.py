@@ -144,6 +144,8 @@ def test_the_process_cap_hands_slots_on_in_the_order_they_were_asked_for_across_
             loop.call_soon_threadsafe(loop.stop)
         for t in threads:
             t.join(5)
+        for loop in loops:
+            loop.close()
     assert granted == list(range(6)) and slots._open == 0 and not slots._waiters
 
 
@@ -168,3 +170,37 @@ def test_a_waiter_cancelled_as_its_slot_is_handed_to_it_passes_the_slot_on():
         assert slots._open == 0
 
     asyncio.run(go())
+
+
+def test_a_waiter_whose_loop_closed_is_skipped_and_never_hands_a_slot_on():
+    """A loop closed with its waiter still queued (never cancelled): a release skips it and frees the slot; when the
+    waiter's coroutine is collected later it hands nothing on, so the cap still holds."""
+    import gc
+
+    from toolenvs.fleet import InstanceSlots
+
+    slots = InstanceSlots(1)
+    main, other = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        main.run_until_complete(slots.acquire())
+        waiter = other.create_task(slots.acquire())
+        other.run_until_complete(asyncio.sleep(0.01))
+        assert len(slots._waiters) == 1
+        other.close()
+        main.run_until_complete(slots.release(None))
+        assert slots._open == 0 and not slots._waiters
+        del waiter
+        gc.collect()  # the waiter's coroutine closes (GeneratorExit at its wait)
+        assert slots._open == 0
+
+        async def two_at_once() -> None:
+            await slots.acquire()
+            await asyncio.wait_for(slots.acquire(), 0.2)
+
+        try:
+            main.run_until_complete(two_at_once())
+            raise AssertionError("a cap of 1 let two in")
+        except TimeoutError:
+            pass
+    finally:
+        main.close()
