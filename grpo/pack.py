@@ -207,12 +207,12 @@ class Pack:
     def _in_turn(self, members: Sequence[Member], failed: dict[str, Exception], fn: Callable[[Member], Any]) -> dict[str, Any]:
         """``fn(member)`` for each of ``members`` that has not ``failed`` yet, one after another, its adapter active and
         its RNG in place: what each returned, by name; what one raised goes to ``failed``."""
-        done = {}
-        for member in members:
-            if member.name not in failed:
-                with self.active(member):
-                    done[member.name] = self._attempt(fn, member)
+        done = {m.name: self._attempt(self._as_active, m, fn) for m in members if m.name not in failed}
         return _sorted_out(done, failed)
+
+    def _as_active(self, member: Member, fn: Callable[[Member], Any]) -> Any:
+        with self.active(member):
+            return fn(member)
 
     def _at_once(self, members: Sequence[Member], failed: dict[str, Exception], fn: Callable[[Member], Any], name: str) -> dict[str, Any]:
         """``fn(member)`` for each of ``members`` that has not ``failed`` yet, each in a thread of its own against the
@@ -222,7 +222,9 @@ class Pack:
         if not live:
             return {}
         assert self.engine is not None
-        self.engine.wake()
+        if isinstance(woke := self._attempt(self.engine.wake), Exception):
+            failed.update({m.name: woke for m in live})
+            return {}
         with ThreadPoolExecutor(len(live), thread_name_prefix=name) as pool:
             results = pool.map(lambda m: self._attempt(fn, m), live)
             return _sorted_out(dict(zip((m.name for m in live), results)), failed)

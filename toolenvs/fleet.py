@@ -106,7 +106,7 @@ class InstanceSlots:
 
     def __init__(self, size: int):
         self.size = size
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a waiter collected by the GC runs its exit path in whatever thread holds it
         self._open = 0
         self._waiters: deque[_Waiter] = deque()
 
@@ -139,7 +139,7 @@ class InstanceSlots:
                 waiter = self._waiters.popleft()
                 try:
                     waiter.loop.call_soon_threadsafe(_wake, waiter.woken)
-                except RuntimeError:  # its loop has closed: the waiter went with it, never granted
+                except Exception:  # its loop has closed (RuntimeError): the waiter went with it, never granted
                     continue
                 waiter.granted = True
                 return
