@@ -15,7 +15,7 @@ its members' steps take turns, unless its members roll out together (``grpo.comb
 vLLM's streaming engine): then its calls run in threads, and a member's step call waits for a round, which starts
 when every member of the last round (and every one joined since) has asked for its step, or ``ROUND_WAIT_S`` after
 the first asked (counted from the last round's end), and steps every member that asked (``grpo.pack.Pack.step_round``:
-their rollouts at once, their updates in turn). A member that missed a round is not waited for again until it asks,
+their rollouts at once, their updates in turn, their evals at once). A member that missed a round is not waited for again until it asks,
 so one slow to report, or whose trial died, holds the others up once; joins and leaves wait for the round to end.
 Each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
