@@ -8,8 +8,8 @@ steps each, rollouts by vLLM:
 - ``packed``: all K in one process (``grpo.pack.train_packed``): one base, moved to the GPU whole (float32),
   one engine holding every member's adapter. With ``--turns per_episode`` (the default) the engine is vLLM's
   streaming one and each round runs every member's rollouts at once on it (``grpo.pack.Pack.step_round``), then
-  their updates in turn, then their evals due at once; with ``--turns batched``, a batch per turn and members stepping in turn. The lone
-  trials sample with the same ``--turns``, so the ratio is the packing's alone.
+  their updates in turn, then their evals due at once; with ``--turns batched``, a batch per turn and members
+  stepping in turn. The lone trials sample with the same ``--turns``, so the ratio is the packing's alone.
 Each side is timed from its process's start to its end (imports, model loading and engine start-up counted).
 Trials per GPU-hour: K trials over each side's seconds; the figure is their ratio (issue 36's target: >= 3 at
 K=4, 20 steps). Each member's curve beside its lone run: per step ``policy/kl`` and ``rollout/logprob_gap``;
