@@ -28,6 +28,7 @@ from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.episodes import EpisodeLimits, Trajectory, collect
 from grpo.metrics import SampleOutcome, eval_gain, eval_metrics
+from grpo.rollout import drawing_from
 from toolenvs.outcomes import passed
 from toolenvs.seam import EnvBackend
 from toolenvs.task import Task
@@ -62,13 +63,8 @@ def sample_eval(cfg: TrainerConfig, generator, chat: ChatFormat, eval_tasks: lis
         with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
             torch.manual_seed(eval_seed(cfg))
             return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, limits)
-    if not generator.streams or generator.seeds is not None:
-        raise ValueError("an eval with its own seeds needs a streaming generator whose seeds are not set already")
-    generator.seeds = eval_seeds(cfg)
-    try:
+    with drawing_from(generator, eval_seeds(cfg)):
         return collect(eval_tasks, cfg.eval.n_samples, backend, generator, chat, limits)
-    finally:
-        generator.seeds = None
 
 
 def eval_seed(cfg: TrainerConfig) -> int:

@@ -57,6 +57,7 @@ from grpo.dynamic import StepRollouts, roll_out
 from grpo.evaluation import evaluate
 from grpo.lora import AdapterOff, add_adapter, trainable_parameters, with_adapter
 from grpo.reporting import Reporter
+from grpo.rollout import drawing_from
 from grpo.rollout.adapters import engine_lora_rank
 from grpo.rollout.hf import HFGenerator
 from grpo.rollout.vllm import ServedAdapter, SleepingEngine, VLLMGenerator, engine_settings
@@ -235,12 +236,11 @@ class Pack:
         assert isinstance(generator, ServedAdapter)
         seeds = torch.Generator()
         seeds.set_state(member.rng.torch)
-        generator.seeds = seeds
         started = time.perf_counter()
         try:
-            return roll_out(member.cfg, member.models, member.progress.sampler, self.envs), time.perf_counter() - started  # type: ignore[arg-type]
+            with drawing_from(generator, seeds):
+                return roll_out(member.cfg, member.models, member.progress.sampler, self.envs), time.perf_counter() - started  # type: ignore[arg-type]
         finally:
-            generator.seeds = None
             member.rng.torch = seeds.get_state()
 
     def _evaluate(self, member: Member) -> dict[str, float]:

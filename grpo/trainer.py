@@ -112,8 +112,9 @@ def end_step(cfg: TrainerConfig, models: Models, progress: Progress, envs: EnvBa
     """After the update: the eval and the checkpoint the step is due; (what to report, the checkpoint or None).
     ``evaluated``: the due eval's metrics when it has been made already (a pack evaluates its members at once)."""
     ranks, evals = models.ranks, progress.evals
-    assert evaluated is None or eval_due(cfg, models, progress, step), f"an eval made after step {step}, which is due none"
-    if eval_due(cfg, models, progress, step):
+    eval_now = eval_due(cfg, models, progress, step)
+    assert evaluated is None or eval_now, f"an eval made after step {step}, which is due none"
+    if eval_now:
         evals.add(step, evaluated if evaluated is not None else evaluate(cfg, models, progress.eval_tasks, envs, global_step=step))
     saved = None
     if progress.saves_to and due(step, cfg.checkpoint.interval, cfg.total_steps):

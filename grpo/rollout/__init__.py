@@ -15,9 +15,10 @@ instead of one batch per turn that waits for every live episode.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     import torch
@@ -90,3 +91,17 @@ def check_logprob_gap(gap: float, warn: float, fail: float | None) -> None:
         )
     if gap > warn:
         log.warning("rollout/logprob_gap %.3f > rollout.logprob_gap_warn %s: the sampler drifts from the policy", gap, warn)
+
+
+@contextmanager
+def drawing_from(generator: Any, seeds: torch.Generator) -> Iterator[None]:
+    """``generator``'s rollout seeds drawn from ``seeds`` while the block runs (a packed member's thread beside others':
+    its rollouts or its eval), then from torch's RNG again; refused for a generator that does not stream, or whose seeds
+    are set already."""
+    if not generator.streams or generator.seeds is not None:
+        raise ValueError("drawing a rollout's seeds from a generator of its own needs a streaming generator whose seeds are not set already")
+    generator.seeds = seeds
+    try:
+        yield
+    finally:
+        generator.seeds = None
