@@ -40,14 +40,15 @@ def ray_session(tiny_base: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def local_ray(num_cpus: int, num_gpus: int = 0) -> Iterator[None]:
-    """A local Ray with these resources (GPUs declared: Ray hands out their ids as for real ones)."""
+def local_ray(num_cpus: int, num_gpus: int = 0, runtime_env: dict[str, Any] | None = None) -> Iterator[None]:
+    """A local Ray with these resources (GPUs declared: Ray hands out their ids as for real ones) and the job's
+    ``runtime_env`` (every worker's)."""
     import ray
 
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
     saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
     os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
     try:
         yield
     finally:
