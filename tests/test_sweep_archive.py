@@ -80,7 +80,7 @@ def test_packing_what_is_not_there_is_refused(tmp_path):
 
 
 def test_a_packed_grid_part_is_found_under_its_grid_name(tmp_path):
-    from bench.verdict import grid_data, grid_part, truth_folders
+    from bench.truth_grid import grid_data, grid_part, truth_folders
     from bench.worlds import WORLDS
 
     for world in WORLDS.values():

@@ -11,7 +11,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.verdict import HORIZONS, bench_space, grid_data, grid_file, grid_part, make_truth, part_name  # noqa: E402
+from bench.truth_grid import HORIZONS, grid_data, grid_file, grid_part, make_truth, part_name  # noqa: E402
+from bench.verdict import bench_space  # noqa: E402
 from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
 from sweep.spec.loader import load_space  # noqa: E402
 
