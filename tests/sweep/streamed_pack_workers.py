@@ -1,8 +1,9 @@
 """What every Ray worker of ``test_packing_streamed.py`` runs first (Ray's ``worker_process_setup_hook``): vLLM's
-streaming engine stood in by ``tests.grpo.test_lora_vllm.HFBackedEngine`` (HF in the worker's process), and each
+streaming engine stood in by ``tests.grpo.test_lora_vllm.HFBackedEngine`` (HF in the worker's process), each
 trial's config put on that engine after validation, as the in-process tests do (the config refuses LoRA with vLLM
-until the GPU check runs it). The engine writes the most members' adapters it held in flight at once, in rollouts
-and in evals, to ``{STREAMED_PACK_LOG}/{pid}.json``. Does nothing where that variable is unset."""
+until the GPU check runs it), and a round made to wait for every member. The engine writes the most members'
+adapters it held in flight at once, in rollouts and in evals, to ``{STREAMED_PACK_LOG}/{pid}.json``. Does nothing
+where that variable is unset."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def install() -> None:
     import pytest
 
     import grpo.rollout.vllm_stream as vllm_stream
+    import sweep.trials.packing as packing
     import sweep.trials.trial as trial
     from tests.grpo.test_lora_vllm import HFBackedEngine, HFBackedLLM, _streamed, counting_evals
     from tests.grpo.test_rollout_adapters import install_stand_in_vllm
@@ -38,6 +40,9 @@ def install() -> None:
     patch.setattr(vllm_stream.AsyncVLLM, "start", LoggedEngine.start)
     validated = trial.trial_config
     patch.setattr(trial, "trial_config", lambda base, overrides: _streamed(validated(base, overrides)))
+    # a round waits for both members however slow a loaded machine makes a trial's report (the wait's own rule is
+    # tested in process: tests/grpo/test_lora_vllm.py)
+    patch.setattr(packing, "ROUND_WAIT_S", 120.0)
     counting = counting_evals()  # packed evals counted, so the engine knows when two members evaluate
     counting.__enter__()
     _KEPT.append(counting)  # a dropped generator would close, and undo its patch
