@@ -22,6 +22,10 @@ nearest its LR (log scale) at the trial's own horizon. Printed, then one JSON li
 ``top1_in_truth_top`` (share of searcher seeds whose #1 is in the 30-step truth's top set, whatever the sweep's
 horizon: what the users' long runs would crown; target >= 0.9), ``wrong_direction`` (trials called "too low" at an LR
 above the truth's learning band, or "too high" below it; target 0),
+``advice_wrong_direction`` (the same for the way each trial's advice moves the LR, ``lr_advice``: "raise" above the
+band or "lower" below it, whatever the label: a ``flat`` trial's advice has a way too),
+``advice_direction_agreement`` (over the ``trials_off_band``, those whose truth is "too low" or "too high": the share
+whose advice raises, or lowers, the LR as the truth says),
 ``top1_learns`` (share of seeds whose #1 the sweep itself labels "learns": held-out pass@1 above the base
 outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
@@ -127,15 +131,20 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     band = truth[str(HORIZONS[-1])].get("band") or [s["lr"] for s in truth[str(HORIZONS[-1])]["settings"] if s["label"] == "learns"]
     wrong = [(lr, r["verdict"]) for r, lr in zip(judged, lrs)
              if band and ((r["verdict"] == "too low" and lr > max(band)) or (r["verdict"] == "too high" and lr < min(band)))]
+    advice_wrong = [(lr, r.get("lr_advice")) for r, lr in zip(judged, lrs)
+                    if band and ((r.get("lr_advice") == "raise" and lr > max(band)) or (r.get("lr_advice") == "lower" and lr < min(band)))]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     clear = [(r, s, b) for (r, s), b in zip(matched, around) if s["label"] not in UNCLEAR]  # a truth to judge against
     agree = [r["verdict"] == s["label"] for r, s, _ in clear]
     agree_decided = [r["verdict"] == s["label"] for r, s, _ in clear if r["verdict"] != "undecided"]
     agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
+    way = {"too low": "raise", "too high": "lower"}  # what the user should do where the truth says the LR is off
+    advice_agree = [r.get("lr_advice") == way[s["label"]] for r, s, _ in clear if s["label"] in way]
     return {"top1_trial_lr": lrs[0] if lrs else None, "top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
-            "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "agree": agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
+            "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "advice_wrong_direction": len(advice_wrong), "agree": agree,
+            "advice_agree": advice_agree, "agree_bracketed": agree_bracketed, "agree_decided": agree_decided,
             "undecided": sum(r["verdict"] == "undecided" for r, _ in matched), "truth_unclear": len(matched) - len(clear),
             "undecided_clear": sum(r["verdict"] == "undecided" for r, _, _ in clear),
             "verdicts": [(r["config"]["optim.lr"], r["verdict"], s["label"]) for r, s in matched]}
@@ -226,6 +235,7 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
               truth_kind: str = "outcome") -> dict[str, Any]:
     agree = [a for r in per_seed for a in r["agree"]]
     bracketed = [a for r in per_seed for a in r["agree_bracketed"]]
+    advice = [a for r in per_seed for a in r.get("advice_agree", [])]
     decided = [a for r in per_seed for a in r["agree_decided"]]
     judged = sum(len(r["verdicts"]) for r in per_seed)
     spaces = [yaml.safe_load(p.read_text()) for f in folders if (p := f / "verdict_bench.yaml").is_file()]
@@ -238,6 +248,8 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
             "wrong_direction": sum(r.get("wrong_direction", 0) for r in per_seed),
+            "advice_wrong_direction": sum(r.get("advice_wrong_direction", 0) for r in per_seed),
+            "advice_direction_agreement": round(sum(advice) / len(advice), 3) if advice else None, "trials_off_band": len(advice),
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
             "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
             "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,

@@ -119,7 +119,7 @@ def render(rows: list[dict[str, Any]], console=None) -> None:
                       str(r.get("steps", "-")), str(r.get("restarts", "-")), r.get("status", "-"))
     console.print(table)
     ranked = [(r["trial"], r["config"], Score(r.get("gain"), r.get("low"), r.get("high"), tied=bool(r.get("tied"))),
-               Verdict(r.get("verdict", "error"), r.get("why", ""))) for r in rows]
+               Verdict(r.get("verdict", "error"), r.get("why", ""), r.get("lr_advice", ""))) for r in rows]
     console.print(verdict_text(ranked, rows[0].get("base") if rows else None))
 
 

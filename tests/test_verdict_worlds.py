@@ -62,3 +62,22 @@ def test_a_grid_part_is_some_of_the_grid_own_settings_and_names_them():
 def test_running_a_part_and_reading_parts_at_once_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="give one or the other"):
         make_truth(WORLDS["mix"], [tmp_path / "part.tar.gz"], tmp_path, lrs=[1e-6])
+
+
+def test_the_bench_judges_the_way_each_trial_s_advice_moves_the_lr():
+    """Hand-made: a truth with its learning band at 1e-4 (too low at 1e-6, too high at 1e-2, at both horizons), and a
+    sweep whose flat trials' advice goes each way. Labels are judged as before; the advice's way counts on its own."""
+    from bench.verdict import judge_seed
+
+    settings = [{"lr": 1e-6, "label": "too low"}, {"lr": 1e-4, "label": "learns"}, {"lr": 1e-2, "label": "too high"}]
+    truth = {h: {"settings": settings, "top": [1e-4]} for h in ("10", "30")}
+
+    def row(lr: float, verdict: str, advice: str) -> dict:
+        return {"config": {"optim.lr": lr}, "gain": 0.0, "steps": 10, "verdict": verdict, "lr_advice": advice}
+
+    rows = [row(1.1e-4, "learns", ""), row(1.2e-6, "flat", "raise"), row(0.9e-2, "flat", "raise"), row(1.1e-2, "too high", "lower"),
+            row(0.8e-6, "flat", "lower")]
+    judged = judge_seed(rows, truth)
+    assert judged["agree"] == [True, False, False, True, False] and judged["wrong_direction"] == 0  # no label points the wrong way
+    assert judged["advice_wrong_direction"] == 2  # "raise" at 9e-3, above the band; "lower" at 8e-7, below it
+    assert judged["advice_agree"] == [True, False, True, False]  # the four off-band trials: 1.2e-6 up, 9e-3 up, 1.1e-2 down, 8e-7 down

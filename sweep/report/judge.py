@@ -144,4 +144,5 @@ def row(j: Judged, config: dict[str, Any]) -> dict[str, Any]:
     base = j.evidence.base.pass_at_1 if j.evidence.base else None
     last = j.evidence.evals[-1].pass_at_1 if j.evidence.evals else None
     return {"trial": j.trial_id, "config": config, "base": base, "last": last, "gain": s.gain, "low": s.low, "high": s.high,
-            "tied": s.tied, "window": list(s.steps), "budget_episodes": s.budget, "verdict": j.verdict.label, "why": j.verdict.why}
+            "tied": s.tied, "window": list(s.steps), "budget_episodes": s.budget, "verdict": j.verdict.label, "why": j.verdict.why,
+            "lr_advice": j.verdict.lr}

@@ -18,7 +18,8 @@ the steps both ran (``UpdateScale``): no absolute scale, and no bias from a deca
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
     undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
                  too few evals to tell learning (or harm) from noise
-    flat         it held, by less than ``min_delta``, although the updates moved the policy
+    flat         it held, by less than ``min_delta``, although the updates moved the policy (its advice by where its
+                 updates stand among the learners': below them a higher LR, above them a lower one)
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds |
 class Verdict:
     label: str
     why: str
+    lr: str = ""  # which way its advice moves the learning rate: "raise", "lower", or "" (its advice is about something else)
 
 
 def _interval(s: Score) -> str:
@@ -181,11 +183,11 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
         return Verdict("no eval", f"{t.status} before its first trained eval: nothing held out to judge")
     collapsed = _collapse(t, th)
     if s.moved == "fell":
-        return Verdict("too high", f"held-out pass@1 fell below the base: {_interval(s)}{_blowup(t, th)}; lower the LR or raise kl_coef")
+        return Verdict("too high", f"held-out pass@1 fell below the base: {_interval(s)}{_blowup(t, th)}; lower the LR or raise kl_coef", "lower")
     if collapsed:
         peak, last = collapsed
         return Verdict("too high", f"held-out pass@1 rose to {peak.pass_at_1:.3f} at step {peak.step}, then fell back to {last.pass_at_1:.3f} "
-                                   f"at step {last.step} (base {t.base.pass_at_1:.3f}){_blowup(t, th)}; lower the LR or raise kl_coef")
+                                   f"at step {last.step} (base {t.base.pass_at_1:.3f}){_blowup(t, th)}; lower the LR or raise kl_coef", "lower")
     if t.variance_per_prompt and max(t.variance_per_prompt) <= th.no_signal + EPS:
         return Verdict("no signal", f"reward/variance_per_prompt ≤ {th.no_signal:g} at all {len(t.variance_per_prompt)} steps: every group's "
                                     "rewards were equal (other tasks, more samples per prompt or another base)")
@@ -193,9 +195,9 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
         return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
     if huge := _huge_update(t, th, scale):
         return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {huge}{_blowup(t, th)}; "
-                                   "lower the LR or raise kl_coef")
+                                   "lower the LR or raise kl_coef", "lower")
     if tiny := _tiny_update(t, th, scale):
-        return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR")
+        return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR", "raise")
     base = t.base.pass_at_1 if t.base else None
     if base is not None and (base >= th.saturated - EPS or base <= th.failing + EPS):
         where = "already solves" if base >= th.saturated - EPS else "almost never solves"
@@ -207,6 +209,23 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
                                     f"≥ {th.min_delta:g}: {evals} cannot tell it from noise; more steps (`sweep confirm`) or more eval tasks")
     if t.update_kl and scale is None:
         return Verdict("flat", f"held-out pass@1 held ({_interval(s)}), median update KL {median(t.update_kl):.1e}; no trial of this sweep learned, "
-                               "so nothing here says whether that update is small: widen the LR range (upward first)")
-    moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
-    return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{moved}: more steps, or another KL or n")
+                               "so nothing here says whether that update is small: widen the LR range (upward first)", "raise")
+    where, lr = _flat_updates(t, scale)
+    return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{where}", lr)
+
+
+def _flat_updates(t: TrialEvidence, scale: UpdateScale | None) -> tuple[str, str]:
+    """Where a flat trial's updates stand among the sweep's learners', and the advice that follows: below every
+    learner's (yet above "too low"), a higher LR; above every one (yet below "too high"), a lower LR; among them,
+    the update size is not what held it."""
+    if not t.update_kl or scale is None:
+        moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
+        return f"{moved}: more steps, or another KL or n", ""
+    against = scale.against(t.update_kl)
+    gentlest, largest = max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
+    if gentlest.ratio < 1:
+        return f", less than any learner did: {_against_words(gentlest, '', 'the gentlest update that learned in this sweep')}; a higher LR, or more steps", "raise"
+    if largest.ratio > 1:
+        return (f", more than any learner did: {_against_words(largest, '', 'the largest update that learned in this sweep')}; a lower LR or a "
+                "higher kl_coef, or more steps to see whether it falls", "lower")
+    return f" as much as the learners did (median update KL {median(t.update_kl):.1e}, within theirs): more steps, or another KL or n", ""

@@ -136,6 +136,10 @@ def test_too_low_is_measured_against_the_sweep_s_own_update_size(scale):
     assert {k: v.label for k, v in labels.items()} == {"tiny": "too low", "mid": "flat", "learner": "learns", "high": "too high"}
     # 3e-8 / 2e-3 = 1.5e-5 of the learner's update, below 0.01x; 2e-4 is 0.1x: moved, not by enough to show
     assert "1.5e-05x that of trial learner" in labels["tiny"].why and "raise the LR" in labels["tiny"].why
+    # flat below every learner's update: the advice points up, as "too low"'s does, with the same comparison
+    assert "less than any learner did" in labels["mid"].why and "0.1x that of trial learner" in labels["mid"].why
+    assert "a higher LR" in labels["mid"].why and "lower" not in labels["mid"].why
+    assert {k: v.lr for k, v in labels.items()} == {"tiny": "raise", "mid": "raise", "learner": "", "high": "lower"}  # the advice's way, for the bench
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-4])
@@ -154,8 +158,25 @@ def test_too_high_by_update_size_is_measured_against_the_largest_learner(scale):
     labels = {k: verdict(trials[k], scores[k], th, found) for k in trials}
     assert {k: v.label for k, v in labels.items()} == {"gentle": "learns", "bold": "learns", "big": "flat", "huge": "too high"}
     assert f"{3 * th.huge_update_ratio:.2g}x that of trial bold" in labels["huge"].why and "lower the LR" in labels["huge"].why
+    # flat above every learner's update: the advice points down, with the comparison to the largest learner
+    assert "more than any learner did" in labels["big"].why and f"{th.huge_update_ratio / 3:.2g}x that of trial bold" in labels["big"].why
+    assert "a lower LR" in labels["big"].why and "higher LR" not in labels["big"].why
+    assert {k: v.lr for k, v in labels.items()} == {"gentle": "", "bold": "", "big": "lower", "huge": "lower"}
     alone = update_scale([(trials["huge"], scores["huge"])])  # no learner: nothing says how big is too big
     assert alone is None and verdict(trials["huge"], scores["huge"], th, alone).label == "flat"
+
+
+def test_a_flat_trial_whose_updates_match_the_learners_is_not_sent_up_or_down():
+    """Updates between the sweep's gentlest and largest learner's: its update size is not what held it, so the advice
+    names neither a higher nor a lower LR."""
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    kls, evals = {"gentle": 1e-3, "bold": 4e-3, "between": 2e-3}, {"gentle": rose, "bold": rose, "between": held}
+    scores = score_trials(BASE, evals, size=2)
+    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=[kls[k]] * 10, variance_per_prompt=[0.1] * 10) for k in kls}
+    v = verdict(trials["between"], scores["between"], scale=update_scale([(trials[k], scores[k]) for k in trials]))
+    assert v.label == "flat" and "as much as the learners did" in v.why and "2.0e-03" in v.why
+    assert "higher LR" not in v.why and "lower LR" not in v.why and v.lr == ""
 
 
 def test_update_sizes_are_compared_over_the_steps_both_ran():
