@@ -106,7 +106,7 @@ def setting_label(seeds: Sequence[dict[str, Any]]) -> str:
 
 
 def outcome_truth(data: dict[str, Any], min_gain: float) -> dict[str, Any]:
-    """Per horizon: every setting's seeds' gains and noises, its label, and the top set (``bench/verdict.py``'s shape);
+    """Per horizon: every setting's seeds' gains and noises, its label, and the top set (``bench/truth_grid.truth_table``'s shape);
     ``min_gain``: the world's floor."""
     base = data["base"]["tasks"]
     by_lr: dict[float, list[dict[int, dict[str, Any]]]] = defaultdict(list)

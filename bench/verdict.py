@@ -24,8 +24,8 @@ horizon: what the users' long runs would crown; target >= 0.9), ``wrong_directio
 above the truth's learning band, or "too high" below it; target 0),
 ``advice_wrong_direction`` (the same for the way each trial's advice moves the LR, ``lr_advice``: "raise" above the
 band or "lower" below it, whatever the label: a ``flat`` trial's advice has a way too),
-``advice_direction_agreement`` (over the ``trials_off_band``, those whose truth is "too low" or "too high": the share
-whose advice raises, or lowers, the LR as the truth says),
+``advice_direction_agreement`` (over the ``trials_truth_off_lr``, those whose setting's truth at their horizon is "too
+low" or "too high": the share whose advice raises, or lowers, the LR as the truth says),
 ``top1_learns`` (share of seeds whose #1 the sweep itself labels "learns": held-out pass@1 above the base
 outside noise),
 ``collapsed_above_learner`` (pairs, over all seeds, of a trial whose truth is "too high" ranked above one
@@ -249,7 +249,7 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
             "collapsed_above_learner": sum(r["collapsed_above_learner"] for r in per_seed),
             "wrong_direction": sum(r.get("wrong_direction", 0) for r in per_seed),
             "advice_wrong_direction": sum(r.get("advice_wrong_direction", 0) for r in per_seed),
-            "advice_direction_agreement": round(sum(advice) / len(advice), 3) if advice else None, "trials_off_band": len(advice),
+            "advice_direction_agreement": round(sum(advice) / len(advice), 3) if advice else None, "trials_truth_off_lr": len(advice),
             "verdict_agreement": round(sum(agree) / len(agree), 3) if agree else None, "trials_judged": len(agree),
             "verdict_agreement_decided": round(sum(decided) / len(decided), 3) if decided else None,
             "undecided_share": round(sum(r["undecided"] for r in per_seed) / judged, 3) if judged else None,

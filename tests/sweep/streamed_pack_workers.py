@@ -1,7 +1,7 @@
 """What every Ray worker of ``test_packing_streamed.py`` runs first (Ray's ``worker_process_setup_hook``): vLLM's
 streaming engine stood in by ``tests.grpo.test_lora_vllm.HFBackedEngine`` (HF in the worker's process), each
 trial's config put on that engine after validation, as the in-process tests do (the config refuses LoRA with vLLM
-until the GPU check runs it), and a round made to wait for every member. The engine writes the most members'
+until the GPU check runs it), and the rounds made to wait for every member. The engine writes the most members'
 adapters it held in flight at once, in rollouts and in evals, to ``{STREAMED_PACK_LOG}/{pid}.json``. Does nothing
 where that variable is unset."""
 
@@ -40,9 +40,16 @@ def install() -> None:
     patch.setattr(vllm_stream.AsyncVLLM, "start", LoggedEngine.start)
     validated = trial.trial_config
     patch.setattr(trial, "trial_config", lambda base, overrides: _streamed(validated(base, overrides)))
-    # a round waits for both members however slow a loaded machine makes a trial's report (the wait's own rule is
-    # tested in process: tests/grpo/test_lora_vllm.py)
+    # the first round waits for the host to fill, and every round for both members, however slow a loaded machine
+    # makes a trial's start or report (the wait's own rule is tested in process: tests/grpo/test_lora_vllm.py)
     patch.setattr(packing, "ROUND_WAIT_S", 120.0)
+    due = packing.PackHost._round_due
+
+    def once_full(host) -> bool:
+        host.filled = getattr(host, "filled", False) or len(host.members) >= host.capacity
+        return host.filled and due(host)
+
+    patch.setattr(packing.PackHost, "_round_due", once_full)
     counting = counting_evals()  # packed evals counted, so the engine knows when two members evaluate
     counting.__enter__()
     _KEPT.append(counting)  # a dropped generator would close, and undo its patch

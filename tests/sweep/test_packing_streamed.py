@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 def ray_with_stand_in_engines(tiny_base, tmp_path):
     log = tmp_path / "engines"
     log.mkdir()
-    env = {LOG: str(log), "PYTHONPATH": str(Path(__file__).parents[2])}  # the workers import this checkout's tests
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")]))  # the workers import this checkout's tests
+    env = {LOG: str(log), "PYTHONPATH": path}
     with local_ray(num_cpus=2, num_gpus=1, runtime_env={"env_vars": env, "worker_process_setup_hook": "tests.sweep.streamed_pack_workers.install"}):
         yield log
 

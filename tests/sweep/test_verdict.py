@@ -203,6 +203,7 @@ def test_without_a_trial_that_moved_the_score_nothing_is_called_too_low():
     assert update_scale([(tiny, s)]) is None
     v = verdict(tiny, s)
     assert v.label == "flat" and "no trial of this sweep learned" in v.why and "widen the LR range" in v.why
+    assert v.lr == "raise"  # "upward first": the advice's way, as the bench counts it
 
 
 def test_no_signal_env_limited_no_eval_and_error():
