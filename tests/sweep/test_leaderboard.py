@@ -84,3 +84,22 @@ def test_a_trial_that_failed_before_its_first_report_is_named_by_its_id(tmp_path
     result = SimpleNamespace(path=str(folder), filesystem=LocalFileSystem(), metrics={}, config={}, error="RuntimeError: x", metrics_dataframe=None)
     row = leaderboard.trial_row(result, METRIC, "max", 2, [])
     assert (row.trial, row.status) == ("954fe51d", "error")
+
+
+def test_a_leaderboard_row_carries_the_way_its_advice_moves_the_lr():
+    """``leaderboard.json`` keeps the verdict's ``lr`` as ``lr_advice`` (the verdict bench counts it), and a row read
+    back renders with it; a row from before it was kept reads as no way."""
+    from rich.console import Console
+
+    from sweep.report.judge import Judged, row
+    from sweep.verdict.labels import TrialEvidence, Verdict
+    from sweep.verdict.score import EvalPoint, Score
+
+    base = EvalPoint(0, 0.3)
+    judged = Judged("t1", Score(0.0, -0.02, 0.02, (4, 6)), Verdict("flat", "held; a higher LR, or more steps", "raise"),
+                    TrialEvidence("t1", base=base, evals=[EvalPoint(4, 0.3), EvalPoint(6, 0.3)]), "b")
+    stored = json.loads(json.dumps(row(judged, {"optim.lr": 1e-6})))
+    assert stored["verdict"] == "flat" and stored["lr_advice"] == "raise"
+    out = io.StringIO()
+    leaderboard.render([stored, {k: v for k, v in stored.items() if k != "lr_advice"}], Console(file=out, width=200))
+    assert "flat" in out.getvalue()
