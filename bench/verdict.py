@@ -71,6 +71,7 @@ from bench.worlds import WORLDS, World, read_json  # noqa: E402
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
 SWEEPS = DATA / "verdict_sweeps"  # each bench seed's sweep, packed (bench/sweep_archive.py): judged again without running it
 UNCLEAR = ("mixed", "undecided")  # truth labels no trial can be judged against
+WAY = {"too low": "raise", "too high": "lower"}  # the way to move the LR where a label (or the truth) says it is off
 
 
 # --- the sweep against it ---------------------------------------------------------------------------
@@ -118,6 +119,11 @@ def bracket(lr: float, settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [x for x in (below[-1] if below else None, above[0] if above else None) if x is not None]
 
 
+def _away_from(band: list[float], lr: float, way: str | None) -> bool:
+    """Whether moving ``lr`` this ``way`` ("raise" or "lower") leads away from the learning ``band``."""
+    return bool(band) and ((way == "raise" and lr > max(band)) or (way == "lower" and lr < min(band)))
+
+
 def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, Any]:
     """One sweep against the truth, twice: each trial as its nearest grid setting (strict), and as either
     grid setting around its LR (bracketed: a trial at 1.9e-4 between a learner at 1e-4 and a flat 3e-4
@@ -129,18 +135,15 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
     around = [bracket(lr, s) for lr, s in zip(lrs, settings)]
     top = truth[str(HORIZONS[-1])]["top"]  # the ranking's #1 against what holds at the users' horizon, not the sweep's
     band = truth[str(HORIZONS[-1])].get("band") or [s["lr"] for s in truth[str(HORIZONS[-1])]["settings"] if s["label"] == "learns"]
-    wrong = [(lr, r["verdict"]) for r, lr in zip(judged, lrs)
-             if band and ((r["verdict"] == "too low" and lr > max(band)) or (r["verdict"] == "too high" and lr < min(band)))]
-    advice_wrong = [(lr, r.get("lr_advice")) for r, lr in zip(judged, lrs)
-                    if band and ((r.get("lr_advice") == "raise" and lr > max(band)) or (r.get("lr_advice") == "lower" and lr < min(band)))]
+    wrong = [(lr, r["verdict"]) for r, lr in zip(judged, lrs) if _away_from(band, lr, WAY.get(r["verdict"]))]
+    advice_wrong = [(lr, r.get("lr_advice")) for r, lr in zip(judged, lrs) if _away_from(band, lr, r.get("lr_advice"))]
     first = matched[0][1]["lr"] if matched else None
     collapsed = sum(1 for i, (_, a) in enumerate(matched) for _, b in matched[i + 1:] if a["label"] == "too high" and b["label"] == "learns")
     clear = [(r, s, b) for (r, s), b in zip(matched, around) if s["label"] not in UNCLEAR]  # a truth to judge against
     agree = [r["verdict"] == s["label"] for r, s, _ in clear]
     agree_decided = [r["verdict"] == s["label"] for r, s, _ in clear if r["verdict"] != "undecided"]
     agree_bracketed = [any(r["verdict"] == x["label"] for x in b) for r, _, b in clear]
-    way = {"too low": "raise", "too high": "lower"}  # what the user should do where the truth says the LR is off
-    advice_agree = [r.get("lr_advice") == way[s["label"]] for r, s, _ in clear if s["label"] in way]
+    advice_agree = [r.get("lr_advice") == WAY[s["label"]] for r, s, _ in clear if s["label"] in WAY]
     return {"top1_trial_lr": lrs[0] if lrs else None, "top1_lr": first, "top1_in_top": first in top, "top1_verdict": matched[0][0]["verdict"] if matched else None,
             "top1_in_top_bracketed": bool(around) and any(s["lr"] in top for s in around[0]),
             "collapsed_above_learner": collapsed, "wrong_direction": len(wrong), "advice_wrong_direction": len(advice_wrong), "agree": agree,

@@ -207,25 +207,25 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
         evals = f"{len(s.steps)} eval{'s' if len(s.steps) != 1 else ''}"
         return Verdict("undecided", f"held-out pass@1 within noise of the base ({_interval(s)}), yet the estimate is a {direction} of "
                                     f"≥ {th.min_delta:g}: {evals} cannot tell it from noise; more steps (`sweep confirm`) or more eval tasks")
-    if t.update_kl and scale is None:
-        return Verdict("flat", f"held-out pass@1 held ({_interval(s)}), median update KL {median(t.update_kl):.1e}; no trial of this sweep learned, "
-                               "so nothing here says whether that update is small: widen the LR range (upward first)", "raise")
     where, lr = _flat_updates(t, scale)
-    return Verdict("flat", f"held-out pass@1 held ({_interval(s)}) though the updates moved the policy{where}", lr)
+    return Verdict("flat", f"held-out pass@1 held ({_interval(s)}){where}", lr)
 
 
 def _flat_updates(t: TrialEvidence, scale: UpdateScale | None) -> tuple[str, str]:
-    """Where a flat trial's updates stand among the sweep's learners', and the advice that follows: below every
-    learner's (yet above "too low"), a higher LR; above every one (yet below "too high"), a lower LR; among them,
-    the update size is not what held it."""
-    if not t.update_kl or scale is None:
-        moved = f" (median update KL {median(t.update_kl):.1e})" if t.update_kl else ""
-        return f"{moved}: more steps, or another KL or n", ""
+    """Where a flat trial's updates stand among the sweep's learners', and the advice that follows (the words after
+    its interval, and the way they move the LR): no learner to compare with, widen the LR range upward; below every
+    learner's (yet above "too low"), a higher LR; above every one (yet below "too high"), a lower LR; among them, or
+    no update measured, the update size is not what held it."""
+    if not t.update_kl:
+        return " though the updates moved the policy: more steps, or another KL or n", ""
+    if scale is None:
+        return (f", median update KL {median(t.update_kl):.1e}; no trial of this sweep learned, so nothing here says whether that update is "
+                "small: widen the LR range (upward first)", "raise")
     against = scale.against(t.update_kl)
     gentlest, largest = max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
     if gentlest.ratio < 1:
-        return f", less than any learner did: {_against_words(gentlest, '', 'the gentlest update that learned in this sweep')}; a higher LR, or more steps", "raise"
+        return f" though the updates moved the policy, less than any learner did: {_against_words(gentlest, '', 'the gentlest update that learned in this sweep')}; a higher LR, or more steps", "raise"
     if largest.ratio > 1:
-        return (f", more than any learner did: {_against_words(largest, '', 'the largest update that learned in this sweep')}; a lower LR or a "
+        return (f" though the updates moved the policy, more than any learner did: {_against_words(largest, '', 'the largest update that learned in this sweep')}; a lower LR or a "
                 "higher kl_coef, or more steps to see whether it falls", "lower")
-    return f" as much as the learners did (median update KL {median(t.update_kl):.1e}, within theirs): more steps, or another KL or n", ""
+    return f" though the updates moved the policy as much as the learners did (median update KL {median(t.update_kl):.1e}, within theirs): more steps, or another KL or n", ""
