@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.worlds import WORLDS, read_json, write_json  # noqa: E402
+from bench.worlds import WORLDS, lr_text, read_json, write_json  # noqa: E402
 
 RUNS = WORLDS["hotel"].runs
 HORIZONS = (5, 10, 15, 20, 25, 30)
@@ -134,18 +134,20 @@ def outcome_truth(data: dict[str, Any], min_gain: float) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="whose truth grid to read (bench/worlds.py)")
-    world = WORLDS[parser.parse_args().world]
+    parser.add_argument("--fine", action="store_true", help="the world's finer grid (bench/worlds.py, refined_lrs): its runs -> its own outcome truth")
+    args = parser.parse_args()
+    world = WORLDS[args.world].fine() if args.fine else WORLDS[args.world]
     if not world.runs.is_file():
-        raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth --world {world.name}`")
+        raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth --world {world.name}" + (" --fine`" if args.fine else "`"))
     data = read_json(world.runs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     truth = outcome_truth(data, world.min_gain)
-    write_json(world.outcomes, {"rules": RULES, "world": world.name, "min_gain": world.min_gain, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
+    write_json(world.outcomes, {"rules": RULES, "world": world.key, "min_gain": world.min_gain, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
                                 "commit": commit, "truth": truth})
     for h, row in truth.items():
-        print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(json.dumps({"bench": "outcome_truth", "world": world.name, "data": str(world.outcomes.relative_to(ROOT)), "commit": commit,
-                      "labels_30": {f"{s['lr']:.0e}": s["label"] for s in truth["30"]["settings"]},
+        print(f"horizon {h}: " + ", ".join(f"{lr_text(s['lr'])} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
+    print(json.dumps({"bench": "outcome_truth", "world": world.key, "data": str(world.outcomes.relative_to(ROOT)), "commit": commit,
+                      "labels_30": {lr_text(s["lr"]): s["label"] for s in truth["30"]["settings"]},
                       "top_30": truth["30"]["top"], "top_share_30": round(truth["30"]["top_share"], 3), "band": truth["30"]["band"]}))
     return 0
 

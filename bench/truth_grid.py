@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.record import DATA, commit, file_tag  # noqa: E402
 from bench.sweep_archive import is_pack, opened, pack  # noqa: E402
-from bench.worlds import WORLDS, World, write_json  # noqa: E402
+from bench.worlds import WORLDS, World, lr_text, write_json  # noqa: E402
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
@@ -57,21 +57,27 @@ def trainer_section(space: Path) -> dict[str, Any]:
 
 def grid_data(world: World) -> dict[str, Any]:
     """The world's truth grid as a space: its committed file (hotel), or the world's trainer over the hotel grid's
-    learning rates and seeds, 30 steps, an eval every 5, every run to its end (mix)."""
+    learning rates and seeds, 30 steps, an eval every 5, every run to its end (mix); a finer grid's added learning
+    rates (``World.fine``) among them."""
     if world.grid_space is not None:
-        return yaml.safe_load(world.grid_space.read_text())
-    hotel = yaml.safe_load(HOTEL_GRID.read_text())
-    trainer = {**trainer_section(world.trainer_space), "total_steps": HORIZONS[-1]}
-    trainer["eval"] = {**trainer.get("eval", {}), "interval": HORIZONS[0]}
-    return {"name": f"verdict_truth_{world.name}", "trainer": trainer, "space": hotel["space"], "search": hotel["search"],
-            "scheduler": {"type": "fifo"}, "resources": {"cpus_per_trial": 1}, "max_concurrent_trials": 2,
-            "logging": {"progress": False, "tensorboard": False}, "storage": "sweep_results"}
+        grid = yaml.safe_load(world.grid_space.read_text())
+    else:
+        hotel = yaml.safe_load(HOTEL_GRID.read_text())
+        trainer = {**trainer_section(world.trainer_space), "total_steps": HORIZONS[-1]}
+        trainer["eval"] = {**trainer.get("eval", {}), "interval": HORIZONS[0]}
+        grid = {"name": f"verdict_truth_{world.name}", "trainer": trainer, "space": hotel["space"], "search": hotel["search"],
+                "scheduler": {"type": "fifo"}, "resources": {"cpus_per_trial": 1}, "max_concurrent_trials": 2,
+                "logging": {"progress": False, "tensorboard": False}, "storage": "sweep_results"}
+    if world.added_lrs:  # the same grid's name, so its parts and the frozen grid's are read together
+        lrs = grid["space"]["optim.lr"]["grid"]
+        grid["space"] = {**grid["space"], "optim.lr": {"grid": sorted({*lrs, *world.added_lrs})}}
+    return grid
 
 
 def grid_file(world: World, folder: Path, grid: dict[str, Any] | None = None) -> Path:
     """The world's grid as a file ``sweep run`` takes: its committed one, or ``grid`` (default: ``grid_data``, e.g. a
     part of it) written into ``folder`` as ``{name}.yaml``, a committed grid's trainer paths resolved for the copy."""
-    if grid is None and world.grid_space is not None:
+    if grid is None and world.grid_space is not None and not world.added_lrs:
         return world.grid_space
     grid = grid or grid_data(world)
     if world.grid_space is not None:  # its paths are its folder's
@@ -197,7 +203,7 @@ def grid_part(grid: dict[str, Any], lrs: list[float] | None, seeds: list[int] | 
 
 def part_name(grid: dict[str, Any]) -> str:
     """A part's file name: its learning rates and seeds, and the commit that ran it."""
-    lrs = "-".join(f"{lr:.0e}" for lr in grid["space"]["optim.lr"]["grid"])
+    lrs = "-".join(lr_text(lr) for lr in grid["space"]["optim.lr"]["grid"])
     seeds = "".join(str(s) for s in grid["space"]["seed"]["grid"])
     return f"lr{lrs}_s{seeds}_{file_tag()}.tar.gz"
 
@@ -239,9 +245,10 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if missing:
         raise SystemExit(f"the truth grid lacks {len(missing)} of its runs (lr, seed): {missing}; run them as parts (--lrs, --grid-seeds)")
     data["sources"] = [str(r) for r in results]
-    where = {"space": str(space.relative_to(ROOT))} if world.grid_space else {"world": world.name, "grid": grid, "task_envs": held_out_envs(space)}
+    where = {"space": str(space.relative_to(ROOT))} if world.grid_space and not world.added_lrs else \
+        {"world": world.key, "grid": grid, "task_envs": held_out_envs(space)}
     data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit(), **data, "truth": truth_table(data)}
     write_json(world.runs, data)
     for h, row in data["truth"].items():
-        print(f"horizon {h}: " + ", ".join(f"{s['lr']:.0e} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}")
+        print(f"horizon {h}: " + ", ".join(f"{lr_text(s['lr'])} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
+    print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}" + (" --fine" if world.added_lrs else ""))

@@ -187,7 +187,7 @@ def rejudged(board: Path) -> list[dict[str, Any]]:
 
 def bench_record(world: World, truth_kind: str) -> str:
     """The bench's data file name: the hotel's as before worlds, the others' with the world's name."""
-    return f"verdict_bench_{truth_kind}" if world.name == "hotel" else f"verdict_bench_{world.name}_{truth_kind}"
+    return f"verdict_bench_{truth_kind}" if world.key == "hotel" else f"verdict_bench_{world.key}_{truth_kind}"
 
 
 def judge_kept(world: World, sources: list[Path], truth_kind: str = "outcome") -> None:
@@ -226,12 +226,16 @@ def _truth(world: World, kind: str = "outcome") -> dict[str, Any]:
     ``rules``: the grid's runs labelled by this checkout's own verdict rules (in-sample: how a 10-step run agrees
     with 30-step runs under the same rules, not whether the rules are right; the bench's figures before 2026-11-27)."""
     if not world.runs.is_file():
-        raise SystemExit(f"no ground truth at {world.runs}: make it with `python bench/verdict.py truth --world {world.name}`")
+        raise SystemExit(f"no ground truth at {world.runs}: make it with `python bench/verdict.py truth --world {world.name}{_fine(world)}`")
     if kind == "rules":
         return truth_table(read_json(world.runs))
     if not world.outcomes.is_file():
-        raise SystemExit(f"no outcome truth at {world.outcomes}: make it with `python bench/outcome_truth.py --world {world.name}`")
+        raise SystemExit(f"no outcome truth at {world.outcomes}: make it with `python bench/outcome_truth.py --world {world.name}{_fine(world)}`")
     return read_json(world.outcomes)["truth"]
+
+
+def _fine(world: World) -> str:
+    return " --fine" if world.added_lrs else ""
 
 
 def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path],
@@ -245,7 +249,7 @@ def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: d
     intervals = sorted({d["trainer"]["eval"]["interval"] for d in spaces})
     samples = sorted({d["trainer"]["eval"].get("n_samples") for d in spaces} - {None})
     graces = sorted({d["scheduler"]["grace_period"] for d in spaces})
-    return {"bench": "verdict", "world": world.name, "truth": truth_kind, "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
+    return {"bench": "verdict", "world": world.key, "truth": truth_kind, "seeds": [r["seed"] for r in per_seed], "steps": steps, "eval_interval": intervals, "eval_samples": samples,
             "grace_period": graces,
             "top1_in_truth_top": round(sum(r["top1_in_top"] for r in per_seed) / len(per_seed), 3),
             "top1_learns": round(sum(r["top1_verdict"] == "learns" for r in per_seed) / len(per_seed), 3),
@@ -276,13 +280,15 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep the bench's sweeps (with truth: the grid's runs) here")
     parser.add_argument("--lrs", type=float, nargs="+", help="truth: run only these of the grid's learning rates (a part, packed to bench/data/verdict_truth_{world}_parts/)")
     parser.add_argument("--grid-seeds", type=int, nargs="+", help="truth: run only these of the grid's seeds (a part)")
+    parser.add_argument("--fine", action="store_true",
+                        help="the world's finer truth grid (bench/worlds.py, refined_lrs): its parts, its truth, judged against it")
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
     parser.add_argument("--eval-samples", type=int, help="samples per held-out task in the bench's sweeps (default: the world's trainer's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
     args = parser.parse_args()
-    world = WORLDS[args.world]
+    world = WORLDS[args.world].fine() if args.fine else WORLDS[args.world]
     if args.mode == "truth":
         make_truth(world, args.results, args.keep, args.lrs, args.grid_seeds)
     elif args.mode == "judge":

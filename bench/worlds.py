@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ class World:
     bench_name: str  # the bench sweep's name (its folder under each seed's storage)
     min_gain: float  # the outcome truth's floor: a smaller gain is level however narrow its interval (bench/outcome_truth.py)
     grid_space: Path | None = None  # a committed truth grid file, or None: made from trainer_space (bench/verdict.py)
+    added_lrs: tuple[float, ...] = ()  # learning rates a finer grid adds to the grid (``fine()``); none: the grid as frozen
+
+    @property
+    def key(self) -> str:
+        """The world as the commands name it (``mix``, or ``mix`` with ``--fine``: ``mix_fine``)."""
+        return f"{self.name}_fine" if self.added_lrs else self.name
+
+    def fine(self) -> World:
+        """The world with its finer truth grid: the frozen grid plus ``refined_lrs`` of its frozen outcome truth, in
+        data files of its own (the frozen grid's stay as they are, with what was judged against them)."""
+        if not self.outcomes.is_file():
+            raise SystemExit(f"world {self.name}: no frozen outcome truth at {self.outcomes} to refine")
+        added = refined_lrs(read_json(self.outcomes)["truth"]["30"]["settings"])
+        return replace(self, runs=_fine_path(self.runs), outcomes=_fine_path(self.outcomes), added_lrs=added)
 
 
 WORLDS = {
@@ -35,6 +50,26 @@ WORLDS = {
     "mix": World("mix", ROOT / "sweep" / "search_spaces" / "fleet_mix_cpu.yaml", DATA / "verdict_truth_mix.json.gz",
                  DATA / "verdict_truth_mix_outcomes.json", "verdict_mix", 0.005),
 }
+
+
+def refined_lrs(settings: list[dict[str, Any]]) -> tuple[float, ...]:
+    """Where a finer grid adds settings: between every two neighbouring learning rates whose 30-step outcome labels
+    differ (where the truth changes, and a trial between them is judged by whichever is nearer), their geometric
+    midpoint to two significant figures. A rule on the frozen truth's own labels: nothing of the verdict or of any
+    bench sweep chooses them."""
+    ordered = sorted(settings, key=lambda s: s["lr"])
+    return tuple(float(f"{math.sqrt(a['lr'] * b['lr']):.1e}") for a, b in zip(ordered, ordered[1:]) if a["label"] != b["label"])
+
+
+def _fine_path(path: Path) -> Path:
+    name, dot, rest = path.name.partition(".")
+    stem = name.removesuffix("_outcomes")
+    return path.with_name(f"{stem}_fine{name[len(stem):]}{dot}{rest}")
+
+
+def lr_text(lr: float) -> str:
+    """A learning rate as the bench's files and tables name it: ``1e-04``, ``5.5e-04``."""
+    return f"{lr:.1e}".replace(".0e", "e")
 
 
 def read_json(path: Path) -> Any:

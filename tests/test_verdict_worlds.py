@@ -81,3 +81,24 @@ def test_the_bench_judges_the_way_each_trial_s_advice_moves_the_lr():
     assert judged["agree"] == [True, False, False, True, False] and judged["wrong_direction"] == 0  # no label points the wrong way
     assert judged["advice_wrong_direction"] == 2  # "raise" at 9e-3, above the band; "lower" at 8e-7, below it
     assert judged["advice_agree"] == [True, False, True, False]  # the four off-band trials: 1.2e-6 up, 9e-3 up, 1.1e-2 down, 8e-7 down
+
+
+def test_a_finer_grid_adds_the_midpoints_where_the_frozen_truth_changes_label():
+    """Hand-made: labels too low, too low, learns, learns, too high -> the geometric midpoints of the two changes;
+    the mix's finer grid is its frozen 30-step truth's, in files of its own, the same grid name for its parts."""
+    from bench.worlds import refined_lrs
+
+    labels = ["too low", "too low", "learns", "learns", "too high"]
+    settings = [{"lr": lr, "label": label} for lr, label in zip([1e-6, 1e-5, 1e-4, 1e-3, 1e-2], labels)]
+    assert refined_lrs(settings[::-1]) == (3.2e-5, 3.2e-3)  # sqrt(1e-5 * 1e-4), sqrt(1e-3 * 1e-2), two figures
+    mix = WORLDS["mix"]
+    fine = mix.fine()
+    assert fine.added_lrs == (5.5e-6, 1.7e-5, 5.5e-4, 1.7e-3)  # 3e-6|1e-5, 1e-5|3e-5, 3e-4|1e-3, 1e-3|3e-3 (FROZEN_30)
+    assert (fine.key, fine.runs.name, fine.outcomes.name) == ("mix_fine", "verdict_truth_mix_fine.json.gz", "verdict_truth_mix_fine_outcomes.json")
+    assert (mix.key, mix.added_lrs) == ("mix", ())  # the frozen grid as it was
+    grid, coarse = grid_data(fine), grid_data(mix)
+    assert grid["name"] == coarse["name"] and grid["trainer"] == coarse["trainer"]
+    assert grid["space"]["optim.lr"]["grid"] == sorted(coarse["space"]["optim.lr"]["grid"] + list(fine.added_lrs))
+    assert part_name(grid_part(grid, [1.7e-3, 5.5e-4], [0])).startswith("lr5.5e-04-1.7e-03_s0_")
+    with pytest.raises(SystemExit, match="is not in its grid"):
+        grid_part(coarse, [5.5e-4], None)  # the frozen grid takes none of them
