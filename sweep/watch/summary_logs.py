@@ -33,12 +33,12 @@ def leaderboard_table(rep: Report) -> tuple[list[str], list[list[Any]]]:
     """The report's ranking, best first: columns and rows (swept keys by their full dotted name)."""
     keys = logged_keys(rep)
     columns = ["rank", "trial", *keys, "base", f"best {rep.metric}", f"last {rep.metric}", "gain", "gain low", "gain high",
-               "verdict", "why", "steps", "stop"]
+               "verdict", "why", "lr advice", "steps", "stop"]
     rows = []
     for rank, (j, t) in enumerate(zip(rep.judged, rep.trials), start=1):
         base = j.evidence.base.pass_at_1 if j.evidence.base else None
         rows.append([rank, j.trial_id, *[_plain(t.config.get(k)) for k in keys], base, t.best, t.last, j.score.gain, j.score.low,
-                     j.score.high, j.verdict.label, j.verdict.why, t.steps, t.stop])
+                     j.score.high, j.verdict.label, j.verdict.why, j.verdict.lr, t.steps, t.stop])
     return columns, rows
 
 

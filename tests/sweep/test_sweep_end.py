@@ -120,6 +120,7 @@ def test_a_wandb_run_for_the_sweep_holds_the_leaderboard_and_the_verdict(finishe
     assert [r["trial"] for r in rows] == ["aaaa0001", "bbbb0002", "dddd0004", "cccc0003"]
     assert SWEPT <= set(table["columns"]) and rows[0]["optim.lr"] == pytest.approx(1e-3)
     assert rows[0]["gain"] == pytest.approx(0.0825) and rows[0]["verdict"] == "learns" and rows[3]["verdict"] == "too high"
+    assert (rows[0]["lr advice"], rows[3]["lr advice"]) == ("", "lower")  # the way to move the LR, as the leaderboard's rows carry it
     (env_file,) = run_file.parent.glob("files/media/table/envs_*.table.json")
     envs = json.loads(env_file.read_text())
     env_rows = [dict(zip(envs["columns"], row)) for row in envs["data"]]
