@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.record import DATA, commit, file_tag  # noqa: E402
 from bench.sweep_archive import is_pack, opened, pack  # noqa: E402
-from bench.worlds import WORLDS, World, lr_text, write_json  # noqa: E402
+from bench.worlds import WORLDS, World, lr_text, read_json, write_json  # noqa: E402
 from sweep.verdict.labels import TrialEvidence, update_scale, verdict  # noqa: E402
 from sweep.verdict.score import EvalPoint, score_trials  # noqa: E402
 
@@ -171,20 +171,22 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def merged_runs(folders: list[Path], total: int) -> dict[str, Any]:
-    """The grid's runs from one or more sweeps of it (a run cut short, re-run in a sweep of its own): the
-    same base eval in each (same base, split and dice), a setting and seed taken from the first that ran it."""
-    parts = [truth_runs(folder, total) for folder in folders]
+def merged_runs(folders: list[Path], total: int, files: list[Path] = ()) -> dict[str, Any]:
+    """The grid's runs from one or more sweeps of it (a run cut short, re-run in a sweep of its own) and from runs
+    data files already made (a frozen grid's, its sweeps long gone, under a finer grid's new parts): the same base
+    eval in each (same base, split and dice), a setting and seed taken from the first that ran it, files first."""
+    parts = [{**read_json(f), "unfinished": []} for f in files] + [truth_runs(folder, total) for folder in folders]
+    sources = [*files, *folders]
     bases = {json.dumps(p["base"], sort_keys=True) for p in parts}
     if len(bases) > 1:
-        raise SystemExit(f"{', '.join(map(str, folders))}: their base evals differ, so their runs cannot be judged together")
+        raise SystemExit(f"{', '.join(map(str, sources))}: their base evals differ, so their runs cannot be judged together")
     runs: dict[tuple[float, int], dict[str, Any]] = {}
     for part in parts:
         for run in part["runs"]:
             runs.setdefault((run["lr"], run["seed"]), run)
     done = {(r["lr"], r["seed"]) for r in runs.values()}
     unfinished = sorted({t for p in parts for t in p["unfinished"]} - {r["trial"] for r in runs.values()})
-    return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in folders]}
+    return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in sources]}
 
 
 def grid_part(grid: dict[str, Any], lrs: list[float] | None, seeds: list[int] | None) -> dict[str, Any]:
@@ -238,8 +240,9 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if not results:
         run_sweep(["run", str(space), "--storage", str(folder), "--fresh"], sweep_env())
         results = [folder / grid["name"]]
-    with truth_folders(grid, results) as folders:
-        data = merged_runs(folders, int(grid["trainer"]["total_steps"]))
+    files = [r for r in results if r.name.endswith((".json", ".json.gz"))]  # runs data files (a frozen grid's)
+    with truth_folders(grid, [r for r in results if r not in files]) as folders:
+        data = merged_runs(folders, int(grid["trainer"]["total_steps"]), files)
     missing = sorted({(lr, seed) for lr in grid["space"]["optim.lr"]["grid"] for seed in grid["space"]["seed"]["grid"]}
                      - {(r["lr"], r["seed"]) for r in data["runs"]})
     if missing:

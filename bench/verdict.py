@@ -272,7 +272,8 @@ def main() -> int:
     parser.add_argument("mode", nargs="?", choices=["bench", "truth", "judge"], default="bench")
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="hotel (the demo's world) or mix (five apps; bench/worlds.py)")
     parser.add_argument("--results", type=Path, nargs="+",
-                        help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix, or packed parts *.tar.gz) to read; later ones fill runs "
+                        help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix, packed parts *.tar.gz, or a runs data file "
+                             "bench/data/verdict_truth*.json[.gz], e.g. the frozen grid's under a finer grid's parts) to read; later ones fill runs "
                              "the first lacks; judge: --keep folders of earlier bench runs, or their packed sweeps (bench/data/verdict_sweeps/*.tar.gz), judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
                         help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")

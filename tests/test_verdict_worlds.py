@@ -102,3 +102,22 @@ def test_a_finer_grid_adds_the_midpoints_where_the_frozen_truth_changes_label():
     assert part_name(grid_part(grid, [1.7e-3, 5.5e-4], [0])).startswith("lr5.5e-04-1.7e-03_s0_")
     with pytest.raises(SystemExit, match="is not in its grid"):
         grid_part(coarse, [5.5e-4], None)  # the frozen grid takes none of them
+
+
+def test_a_frozen_grid_s_runs_file_fills_a_finer_grid_and_a_different_base_is_refused(tmp_path):
+    """The hotel's grid sweeps are gone, its runs kept in a data file: a finer grid reads them beside its new parts,
+    the file's run first for a setting both hold; runs on another base eval are not judged together."""
+    from bench.truth_grid import merged_runs
+
+    base = {"step": 0, "pass_at_1": 0.5, "tasks": {"t1": [1, 2]}}
+
+    def run(lr: float, seed: int, trial: str) -> dict:
+        return {"trial": trial, "lr": lr, "seed": seed, "evals": []}
+
+    write_json(tmp_path / "frozen.json", {"base": base, "runs": [run(1e-4, 0, "a"), run(1e-3, 0, "b")], "truth": {}})
+    write_json(tmp_path / "new.json.gz", {"base": base, "runs": [run(5.5e-4, 0, "c"), run(1e-3, 0, "d")]})
+    merged = merged_runs([], 30, [tmp_path / "frozen.json", tmp_path / "new.json.gz"])
+    assert [(r["lr"], r["trial"]) for r in merged["runs"]] == [(1e-4, "a"), (5.5e-4, "c"), (1e-3, "b")] and merged["base"] == base
+    write_json(tmp_path / "other.json", {"base": {**base, "tasks": {"t1": [2, 2]}}, "runs": []})
+    with pytest.raises(SystemExit, match="base evals differ"):
+        merged_runs([], 30, [tmp_path / "frozen.json", tmp_path / "other.json"])
