@@ -126,20 +126,21 @@ def test_too_low_is_measured_against_the_sweep_s_own_update_size(scale):
     held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
     rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
     fell = [point(5, 0.10, spread=0.25), point(10, 0.05, spread=0.25)]
-    scores = score_trials(BASE, {"tiny": held, "mid": held, "learner": rose, "high": fell}, size=2)
-    kls = {"tiny": 3e-8, "mid": 2e-4, "learner": 2e-3, "high": 5e-2}
+    scores = score_trials(BASE, {"tiny": held, "slow": held, "mid": held, "learner": rose, "high": fell}, size=2)
+    kls = {"tiny": 3e-8, "slow": 4e-4, "mid": 1e-3, "learner": 2e-3, "high": 5e-2}
     trials = {k: TrialEvidence(k, evals=ev, base=BASE, update_kl=[kls[k] * scale] * 10, update_norm=[1e-7] * 10, variance_per_prompt=[0.1] * 10)
-              for k, ev in (("tiny", held), ("mid", held), ("learner", rose), ("high", fell))}
+              for k, ev in (("tiny", held), ("slow", held), ("mid", held), ("learner", rose), ("high", fell))}
     found = update_scale([(trials[k], scores[k]) for k in trials])
     assert [name for name, _ in found.learners] == ["learner"]  # the learner's; the one that fell says nothing of "too small"
     labels = {k: verdict(trials[k], scores[k], scale=found) for k in trials}
-    assert {k: v.label for k, v in labels.items()} == {"tiny": "too low", "mid": "flat", "learner": "learns", "high": "too high"}
-    # 3e-8 / 2e-3 = 1.5e-5 of the learner's update, below 0.01x; 2e-4 is 0.1x: moved, not by enough to show
+    assert {k: v.label for k, v in labels.items()} == {"tiny": "too low", "slow": "too low", "mid": "flat", "learner": "learns", "high": "too high"}
+    assert "0.2x that of trial learner" in labels["slow"].why  # an LR under half the learner's: too low, not flat
+    # 3e-8 / 2e-3 = 1.5e-5 of the learner's update, below 0.25x (an LR about half the learner's); 1e-3 is 0.5x: moved, not by enough to show
     assert "1.5e-05x that of trial learner" in labels["tiny"].why and "raise the LR" in labels["tiny"].why
     # flat below every learner's update: the advice points up, as "too low"'s does, with the same comparison
-    assert "less than any learner did" in labels["mid"].why and "0.1x that of trial learner" in labels["mid"].why
+    assert "less than any learner did" in labels["mid"].why and "0.5x that of trial learner" in labels["mid"].why
     assert "a higher LR" in labels["mid"].why and "lower" not in labels["mid"].why
-    assert {k: v.lr for k, v in labels.items()} == {"tiny": "raise", "mid": "raise", "learner": "", "high": "lower"}  # the advice's way, for the bench
+    assert {k: v.lr for k, v in labels.items()} == {"tiny": "raise", "slow": "raise", "mid": "raise", "learner": "", "high": "lower"}  # the advice's way, for the bench
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-4])
