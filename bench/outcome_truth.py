@@ -2,6 +2,7 @@
 
     python bench/outcome_truth.py                # bench/data/verdict_truth.json's runs -> bench/data/verdict_truth_outcomes.json
     python bench/outcome_truth.py --world mix    # the mix's grid (bench/worlds.py) -> bench/data/verdict_truth_mix_outcomes.json
+    python bench/outcome_truth.py --world mix --fine   # its finer grid (bench/worlds.py, refined_lrs) -> ..._mix_fine_outcomes.json
 
 The verdict bench (``bench/verdict.py``) judges the sweep's labels against this. It reads nothing of
 ``sweep/verdict/``: no label, rule or threshold of the code it judges, so changing those cannot move it (a test
@@ -138,7 +139,7 @@ def main() -> int:
     args = parser.parse_args()
     world = WORLDS[args.world].fine() if args.fine else WORLDS[args.world]
     if not world.runs.is_file():
-        raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth --world {world.name}" + (" --fine`" if args.fine else "`"))
+        raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth {world.cli}`")
     data = read_json(world.runs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     truth = outcome_truth(data, world.min_gain)

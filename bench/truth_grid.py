@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean, stdev
@@ -77,7 +77,7 @@ def grid_data(world: World) -> dict[str, Any]:
 def grid_file(world: World, folder: Path, grid: dict[str, Any] | None = None) -> Path:
     """The world's grid as a file ``sweep run`` takes: its committed one, or ``grid`` (default: ``grid_data``, e.g. a
     part of it) written into ``folder`` as ``{name}.yaml``, a committed grid's trainer paths resolved for the copy."""
-    if grid is None and world.grid_space is not None and not world.added_lrs:
+    if grid is None and world.committed_grid:
         return world.grid_space
     grid = grid or grid_data(world)
     if world.grid_space is not None:  # its paths are its folder's
@@ -171,7 +171,7 @@ def truth_table(data: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def merged_runs(folders: list[Path], total: int, files: list[Path] = ()) -> dict[str, Any]:
+def merged_runs(folders: list[Path], total: int, files: Sequence[Path] = ()) -> dict[str, Any]:
     """The grid's runs from one or more sweeps of it (a run cut short, re-run in a sweep of its own) and from runs
     data files already made (a frozen grid's, its sweeps long gone, under a finer grid's new parts): the same base
     eval in each (same base, split and dice), a setting and seed taken from the first that ran it, files first."""
@@ -248,10 +248,9 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
     if missing:
         raise SystemExit(f"the truth grid lacks {len(missing)} of its runs (lr, seed): {missing}; run them as parts (--lrs, --grid-seeds)")
     data["sources"] = [str(r) for r in results]
-    where = {"space": str(space.relative_to(ROOT))} if world.grid_space and not world.added_lrs else \
-        {"world": world.key, "grid": grid, "task_envs": held_out_envs(space)}
+    where = {"space": str(space.relative_to(ROOT))} if world.committed_grid else {"world": world.key, "grid": grid, "task_envs": held_out_envs(space)}
     data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit(), **data, "truth": truth_table(data)}
     write_json(world.runs, data)
     for h, row in data["truth"].items():
         print(f"horizon {h}: " + ", ".join(f"{lr_text(s['lr'])} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py --world {world.name}" + (" --fine" if world.added_lrs else ""))
+    print(f"wrote {world.runs}; its outcome truth: python bench/outcome_truth.py {world.cli}")

@@ -226,16 +226,12 @@ def _truth(world: World, kind: str = "outcome") -> dict[str, Any]:
     ``rules``: the grid's runs labelled by this checkout's own verdict rules (in-sample: how a 10-step run agrees
     with 30-step runs under the same rules, not whether the rules are right; the bench's figures before 2026-11-27)."""
     if not world.runs.is_file():
-        raise SystemExit(f"no ground truth at {world.runs}: make it with `python bench/verdict.py truth --world {world.name}{_fine(world)}`")
+        raise SystemExit(f"no ground truth at {world.runs}: make it with `python bench/verdict.py truth {world.cli}`")
     if kind == "rules":
         return truth_table(read_json(world.runs))
     if not world.outcomes.is_file():
-        raise SystemExit(f"no outcome truth at {world.outcomes}: make it with `python bench/outcome_truth.py --world {world.name}{_fine(world)}`")
+        raise SystemExit(f"no outcome truth at {world.outcomes}: make it with `python bench/outcome_truth.py {world.cli}`")
     return read_json(world.outcomes)["truth"]
-
-
-def _fine(world: World) -> str:
-    return " --fine" if world.added_lrs else ""
 
 
 def summarize(world: World, per_seed: list[dict[str, Any]], steps: int, truth: dict[str, Any], folders: list[Path],
@@ -274,7 +270,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, nargs="+",
                         help="truth: existing runs of the world's grid ({storage}/verdict_truth, or verdict_truth_mix, packed parts *.tar.gz, or a runs data file "
                              "bench/data/verdict_truth*.json[.gz], e.g. the frozen grid's under a finer grid's parts) to read; later ones fill runs "
-                             "the first lacks; judge: --keep folders of earlier bench runs, or their packed sweeps (bench/data/verdict_sweeps/*.tar.gz), judged together")
+                             "the first lacks (data files before sweeps); judge: --keep folders of earlier bench runs, or their packed sweeps (bench/data/verdict_sweeps/*.tar.gz), judged together")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10, 20)),
                         help="searcher seeds, one sweep each (default 10-19, kept for judging: rules may be tuned on 0-9 only)")
     parser.add_argument("--steps", type=int, default=10, help="GRPO steps per trial of the bench's sweeps")

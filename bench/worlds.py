@@ -32,8 +32,18 @@ class World:
 
     @property
     def key(self) -> str:
-        """The world as the commands name it (``mix``, or ``mix`` with ``--fine``: ``mix_fine``)."""
+        """The world as its data files name it (``mix``, or ``mix`` with ``--fine``: ``mix_fine``)."""
         return f"{self.name}_fine" if self.added_lrs else self.name
+
+    @property
+    def cli(self) -> str:
+        """The world as the commands take it: ``--world mix``, or ``--world mix --fine``."""
+        return f"--world {self.name}" + (" --fine" if self.added_lrs else "")
+
+    @property
+    def committed_grid(self) -> bool:
+        """Whether its truth grid is the committed file as it is (the hotel's frozen grid), not one made here."""
+        return self.grid_space is not None and not self.added_lrs
 
     def fine(self) -> World:
         """The world with its finer truth grid: the frozen grid plus ``refined_lrs`` of its frozen outcome truth, in
@@ -62,9 +72,12 @@ def refined_lrs(settings: list[dict[str, Any]]) -> tuple[float, ...]:
 
 
 def _fine_path(path: Path) -> Path:
-    name, dot, rest = path.name.partition(".")
-    stem = name.removesuffix("_outcomes")
-    return path.with_name(f"{stem}_fine{name[len(stem):]}{dot}{rest}")
+    """A finer grid's data file beside the frozen one's: ``verdict_truth_mix.json.gz`` -> ``verdict_truth_mix_fine.json.gz``,
+    ``verdict_truth_outcomes.json`` -> ``verdict_truth_fine_outcomes.json``."""
+    suffix = ".json.gz" if path.name.endswith(".json.gz") else ".json"
+    stem = path.name.removesuffix(suffix)
+    kind = "_outcomes" if stem.endswith("_outcomes") else ""
+    return path.with_name(f"{stem.removesuffix(kind)}_fine{kind}{suffix}")
 
 
 def lr_text(lr: float) -> str:

@@ -121,3 +121,30 @@ def test_a_frozen_grid_s_runs_file_fills_a_finer_grid_and_a_different_base_is_re
     write_json(tmp_path / "other.json", {"base": {**base, "tasks": {"t1": [2, 2]}}, "runs": []})
     with pytest.raises(SystemExit, match="base evals differ"):
         merged_runs([], 30, [tmp_path / "frozen.json", tmp_path / "other.json"])
+
+
+def test_the_hotel_s_finer_grid_is_a_copy_of_its_committed_grid_with_the_added_lrs(tmp_path):
+    """The hotel's grid is a committed file: its finer grid is written beside the run, never over it; each finer
+    world names its own files, record and command."""
+    from bench.verdict import bench_record
+
+    hotel = WORLDS["hotel"]
+    fine = hotel.fine()
+    assert fine.added_lrs == (1.7e-6, 5.5e-6, 1.7e-4, 5.5e-4) and hotel.committed_grid and not fine.committed_grid
+    assert (fine.runs.name, fine.outcomes.name) == ("verdict_truth_fine.json", "verdict_truth_fine_outcomes.json")
+    copy = grid_file(fine, tmp_path)
+    assert copy != hotel.grid_space and copy.parent == tmp_path
+    space, frozen = load_space(copy), load_space(hotel.grid_space)
+    assert space.trainer == frozen.trainer and space.name == frozen.name  # the same runs, so its parts and the frozen runs judge together
+    assert len(yaml.safe_load(copy.read_text())["space"]["optim.lr"]["grid"]) == 12
+    assert [bench_record(w, "outcome") for w in (hotel, fine, WORLDS["mix"].fine())] == \
+           ["verdict_bench_outcome", "verdict_bench_hotel_fine_outcome", "verdict_bench_mix_fine_outcome"]
+    assert (hotel.cli, WORLDS["mix"].fine().cli) == ("--world hotel", "--world mix --fine")
+
+
+def test_a_finer_truth_waits_for_its_added_runs():
+    """The frozen grid's runs file given as --results reads as runs (not a sweep folder), and the finer grid's
+    truth is refused until its added settings have all their seeds, naming them."""
+    fine = WORLDS["mix"].fine()
+    with pytest.raises(SystemExit, match=r"lacks 12 of its runs \(lr, seed\): \[\(5.5e-06, 0\)"):
+        make_truth(fine, [WORLDS["mix"].runs])

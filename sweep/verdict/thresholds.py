@@ -41,8 +41,8 @@ class Thresholds:
     noise), each pair compared over the steps both ran: a scale from the sweep itself, not an absolute one (a KL
     of 1e-5 means one thing for a tiny model and another for an 8B one). The KL of a small step grows about as
     the LR squared, so 0.25 is an LR about half the gentlest LR that learned; without a learner nothing is called
-    too low. 0.01 (an LR 10x below) until 2026-11-29: chosen again on the verdict bench's tuning seeds, where 0.25
-    to 0.9 gave the same labels and 0.01 left six trials whose truth is too low called flat (docs/decisions.md)."""
+    too low. 0.01 (an LR 10x below) until 2026-11-29: chosen again on the verdict bench's tuning seeds, where 0.25,
+    0.5 and 0.9 gave the same agreement and 0.01 left six trials whose truth is too low called flat (docs/decisions.md)."""
     huge_update_ratio: float = 10.0
     """a trial that held is too high when its median policy/update_kl is above this multiple of that of every trial
     of its sweep that learned, over the same steps (``tiny_update_ratio``'s mirror): an LR about 3x above the
