@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.outcome_truth import MIN_GAIN, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
-from bench.worlds import WORLDS, read_json
+from bench.worlds import WORLDS, lr_text, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
     source = ast.parse((ROOT / "bench" / "outcome_truth.py").read_text())
     imported = {getattr(n, "module", None) or a.name for n in ast.walk(source) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
     assert not any(name and name.startswith("sweep") for name in imported), imported
-    worlds = [WORLDS["hotel"], WORLDS["mix"]]
+    worlds = [WORLDS["hotel"], WORLDS["mix"], WORLDS["mix"].fine()]
     before = [outcome_truth(read_json(w.runs), w.min_gain) for w in worlds]
     import sweep.verdict.labels as labels
     import sweep.verdict.score as score
@@ -75,10 +75,10 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
     monkeypatch.setattr(score, "score_trials", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the truth called the score")))
     for world, was in zip(worlds, before):
         after = outcome_truth(read_json(world.runs), world.min_gain)
-        assert after == was, world.name
+        assert after == was, world.key
         frozen = json.loads(world.outcomes.read_text())["truth"]
         assert {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in after.items()} == \
-               {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}, world.name
+               {h: ([s["label"] for s in t["settings"]], t["top"]) for h, t in frozen.items()}, world.key
 
 
 FROZEN_30 = {  # world: (labels at 30 steps, top set, learning band, the world's floor), as README reports them
@@ -87,15 +87,23 @@ FROZEN_30 = {  # world: (labels at 30 steps, top set, learning band, the world's
     # 24 runs, frozen 2026-11-29 before any of its judging seeds ran
     "mix": ({"1e-06": "too low", "3e-06": "too low", "1e-05": "mixed", "3e-05": "learns", "1e-04": "learns", "3e-04": "learns",
              "1e-03": "mixed", "3e-03": "too high"}, [3e-05, 1e-04, 3e-04], [3e-05, 1e-04, 3e-04], 0.005),
+    # the mix's finer grid (refined_lrs): 36 runs, frozen 2026-11-30 before any judging seed run after it
+    "mix_fine": ({"1e-06": "too low", "3e-06": "too low", "5.5e-06": "mixed", "1e-05": "mixed", "1.7e-05": "learns", "3e-05": "learns",
+                  "1e-04": "learns", "3e-04": "learns", "5.5e-04": "learns", "1e-03": "mixed", "1.7e-03": "too high", "3e-03": "too high"},
+                 [3e-05, 1e-04, 3e-04, 5.5e-04], [1.7e-05, 3e-05, 1e-04, 3e-04, 5.5e-04], 0.005),
 }
+
+
+def _world(key: str):
+    return WORLDS[key] if key in WORLDS else WORLDS[key.removesuffix("_fine")].fine()
 
 
 @pytest.mark.parametrize("world", sorted(FROZEN_30))
 def test_the_frozen_truth_at_30_steps(world):
     """What each world's frozen file says (a change of the rules or the runs shows here), every setting on three seeds."""
     labels, top, band, floor = FROZEN_30[world]
-    frozen = json.loads(WORLDS[world].outcomes.read_text())
+    frozen = json.loads(_world(world).outcomes.read_text())
     truth = frozen["truth"]["30"]
-    assert {f"{s['lr']:.0e}": s["label"] for s in truth["settings"]} == labels
-    assert truth["top"] == top and truth["band"] == band and WORLDS[world].min_gain == frozen.get("min_gain", floor) == floor
+    assert {lr_text(s["lr"]): s["label"] for s in truth["settings"]} == labels
+    assert truth["top"] == top and truth["band"] == band and _world(world).min_gain == frozen.get("min_gain", floor) == floor
     assert all(len(s["gains"]) == 3 for s in truth["settings"])
