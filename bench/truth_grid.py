@@ -186,7 +186,7 @@ def merged_runs(folders: list[Path], total: int, files: Sequence[Path] = ()) -> 
             runs.setdefault((run["lr"], run["seed"]), run)
     done = {(r["lr"], r["seed"]) for r in runs.values()}
     unfinished = sorted({t for p in parts for t in p["unfinished"]} - {r["trial"] for r in runs.values()})
-    return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished, "sources": [str(f) for f in sources]}
+    return {"base": parts[0]["base"], "runs": [runs[k] for k in sorted(done)], "unfinished": unfinished}
 
 
 def grid_part(grid: dict[str, Any], lrs: list[float] | None, seeds: list[int] | None) -> dict[str, Any]:
@@ -247,7 +247,7 @@ def make_truth(world: World, results: list[Path] | None, keep: Path | None = Non
                      - {(r["lr"], r["seed"]) for r in data["runs"]})
     if missing:
         raise SystemExit(f"the truth grid lacks {len(missing)} of its runs (lr, seed): {missing}; run them as parts (--lrs, --grid-seeds)")
-    data["sources"] = [str(r) for r in results]
+    data["sources"] = [str(r) for r in results]  # as given (a pack, not the folder it was unpacked to)
     where = {"space": str(space.relative_to(ROOT))} if world.committed_grid else {"world": world.key, "grid": grid, "task_envs": held_out_envs(space)}
     data = {**where, "made": time.strftime("%Y-%m-%d"), "commit": commit(), **data, "truth": truth_table(data)}
     write_json(world.runs, data)

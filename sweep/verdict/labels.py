@@ -197,7 +197,7 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
         return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {huge}{_blowup(t, th)}; "
                                    "lower the LR or raise kl_coef", "lower")
     if tiny := _tiny_update(t, th, scale):
-        return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates barely moved the policy: {tiny}; raise the LR", "raise")
+        return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates were too small to move it: {tiny}; raise the LR", "raise")
     base = t.base.pass_at_1 if t.base else None
     if base is not None and (base >= th.saturated - EPS or base <= th.failing + EPS):
         where = "already solves" if base >= th.saturated - EPS else "almost never solves"
