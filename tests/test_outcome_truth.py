@@ -63,7 +63,7 @@ def test_the_truth_reads_nothing_of_the_verdict_and_no_threshold_moves_it(monkey
     source = ast.parse((ROOT / "bench" / "outcome_truth.py").read_text())
     imported = {getattr(n, "module", None) or a.name for n in ast.walk(source) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
     assert not any(name and name.startswith("sweep") for name in imported), imported
-    worlds = [WORLDS["hotel"], WORLDS["mix"], WORLDS["mix"].fine()]
+    worlds = [WORLDS["hotel"], WORLDS["mix"], WORLDS["hotel"].fine(), WORLDS["mix"].fine()]
     before = [outcome_truth(read_json(w.runs), w.min_gain) for w in worlds]
     import sweep.verdict.labels as labels
     import sweep.verdict.score as score
@@ -91,6 +91,11 @@ FROZEN_30 = {  # world: (labels at 30 steps, top set, learning band, the world's
     "mix_fine": ({"1e-06": "too low", "3e-06": "too low", "5.5e-06": "mixed", "1e-05": "mixed", "1.7e-05": "learns", "3e-05": "learns",
                   "1e-04": "learns", "3e-04": "learns", "5.5e-04": "learns", "1e-03": "mixed", "1.7e-03": "too high", "3e-03": "too high"},
                  [3e-05, 1e-04, 3e-04, 5.5e-04], [1.7e-05, 3e-05, 1e-04, 3e-04, 5.5e-04], 0.005),
+    # the hotel's finer grid: 36 runs (its 12 new on d1b24be, their base eval the frozen grid's), frozen 2026-11-30
+    # before any judging seed was judged against it
+    "hotel_fine": ({"1e-06": "too low", "1.7e-06": "too low", "3e-06": "mixed", "5.5e-06": "mixed", "1e-05": "learns",
+                    "3e-05": "learns", "1e-04": "learns", "1.7e-04": "mixed", "3e-04": "mixed", "5.5e-04": "flat",
+                    "1e-03": "too high", "3e-03": "too high"}, [3e-05, 1e-04], [1e-05, 3e-05, 1e-04], 0.03),
 }
 
 
