@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.worlds import WORLDS, lr_text, read_json, write_json  # noqa: E402
+from bench.worlds import WORLDS, lr_text, read_json, world_of, write_json  # noqa: E402
 
 RUNS = WORLDS["hotel"].runs
 HORIZONS = (5, 10, 15, 20, 25, 30)
@@ -137,7 +137,7 @@ def main() -> int:
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="whose truth grid to read (bench/worlds.py)")
     parser.add_argument("--fine", action="store_true", help="the world's finer grid (bench/worlds.py, refined_lrs): its runs -> its own outcome truth")
     args = parser.parse_args()
-    world = WORLDS[args.world].fine() if args.fine else WORLDS[args.world]
+    world = world_of(args.world, args.fine)
     if not world.runs.is_file():
         raise SystemExit(f"no truth grid runs at {world.runs}: make them with `python bench/verdict.py truth {world.cli}`")
     data = read_json(world.runs)

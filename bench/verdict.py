@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 from bench.record import DATA, file_tag, record  # noqa: E402
 from bench.sweep_archive import opened, pack  # noqa: E402
 from bench.truth_grid import HORIZONS, make_truth, run_sweep, sweep_env, trainer_section, truth_table  # noqa: E402
-from bench.worlds import WORLDS, World, read_json  # noqa: E402
+from bench.worlds import WORLDS, World, read_json, world_of  # noqa: E402
 
 DEMO = ROOT / "sweep" / "search_spaces" / "demo_cpu.yaml"
 SWEEPS = DATA / "verdict_sweeps"  # each bench seed's sweep, packed (bench/sweep_archive.py): judged again without running it
@@ -285,7 +285,7 @@ def main() -> int:
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
     args = parser.parse_args()
-    world = WORLDS[args.world].fine() if args.fine else WORLDS[args.world]
+    world = world_of(args.world, args.fine)
     if args.mode == "truth":
         make_truth(world, args.results, args.keep, args.lrs, args.grid_seeds)
     elif args.mode == "judge":

@@ -62,6 +62,13 @@ WORLDS = {
 }
 
 
+def world_of(name: str, fine: bool = False) -> World:
+    """A world as the commands name it (``--world NAME [--fine]``) or its data files do (``mix_fine``)."""
+    if name.endswith("_fine"):
+        name, fine = name.removesuffix("_fine"), True
+    return WORLDS[name].fine() if fine else WORLDS[name]
+
+
 def refined_lrs(settings: list[dict[str, Any]]) -> tuple[float, ...]:
     """Where a finer grid adds settings: between every two neighbouring learning rates whose 30-step outcome labels
     differ (where the truth changes, and a trial between them is judged by whichever is nearer), their geometric

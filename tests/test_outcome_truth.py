@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.outcome_truth import MIN_GAIN, gain_and_noise, outcome_truth, run_outcomes, setting_label, task_gains
-from bench.worlds import WORLDS, lr_text, read_json
+from bench.worlds import WORLDS, lr_text, read_json, world_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,16 +99,12 @@ FROZEN_30 = {  # world: (labels at 30 steps, top set, learning band, the world's
 }
 
 
-def _world(key: str):
-    return WORLDS[key] if key in WORLDS else WORLDS[key.removesuffix("_fine")].fine()
-
-
 @pytest.mark.parametrize("world", sorted(FROZEN_30))
 def test_the_frozen_truth_at_30_steps(world):
     """What each world's frozen file says (a change of the rules or the runs shows here), every setting on three seeds."""
     labels, top, band, floor = FROZEN_30[world]
-    frozen = json.loads(_world(world).outcomes.read_text())
+    frozen = json.loads(world_of(world).outcomes.read_text())
     truth = frozen["truth"]["30"]
     assert {lr_text(s["lr"]): s["label"] for s in truth["settings"]} == labels
-    assert truth["top"] == top and truth["band"] == band and _world(world).min_gain == frozen.get("min_gain", floor) == floor
+    assert truth["top"] == top and truth["band"] == band and world_of(world).min_gain == frozen.get("min_gain", floor) == floor
     assert all(len(s["gains"]) == 3 for s in truth["settings"])
