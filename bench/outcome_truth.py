@@ -4,6 +4,9 @@
     python bench/outcome_truth.py --world mix    # the mix's grid (bench/worlds.py) -> bench/data/verdict_truth_mix_outcomes.json
     python bench/outcome_truth.py --world mix --fine   # its finer grid (bench/worlds.py, refined_lrs) -> ..._mix_fine_outcomes.json
 
+A truth already written is frozen: run again, the script checks that the runs still give it and leaves it as it is
+(never re-dated), or refuses and names what would move.
+
 The verdict bench (``bench/verdict.py``) judges the sweep's labels against this. It reads nothing of
 ``sweep/verdict/``: no label, rule or threshold of the code it judges, so changing those cannot move it (a test
 holds that). Its rules, written before the judging seeds (10-19) ran and frozen with its labels in the data file:
@@ -132,6 +135,25 @@ def outcome_truth(data: dict[str, Any], min_gain: float) -> dict[str, Any]:
     return table
 
 
+def same_truth(frozen: dict[str, Any], min_gain: float, truth: dict[str, Any]) -> bool:
+    """Whether a frozen outcomes file says what these runs give at this floor: every gain, noise, label and top set
+    (its date, commit and rules text aside: the text has grown clauses since the hotel's was frozen, none moving it)."""
+    return frozen.get("min_gain", min_gain) == min_gain and frozen.get("truth") == json.loads(json.dumps(truth))
+
+
+def truth_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Where two truths' labels and top sets differ, in words (empty when only numbers differ)."""
+    out = []
+    for h, row in new.items():
+        before = {lr_text(s["lr"]): s["label"] for s in old.get(h, {}).get("settings", [])}
+        for s in row["settings"]:
+            if before.get(lr_text(s["lr"])) != s["label"]:
+                out.append(f"{lr_text(s['lr'])} at {h} steps {before.get(lr_text(s['lr']), 'absent')} -> {s['label']}")
+        if old.get(h, {}).get("top") != row["top"]:
+            out.append(f"the top set at {h} steps {old.get(h, {}).get('top')} -> {row['top']}")
+    return "; ".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=sorted(WORLDS), default="hotel", help="whose truth grid to read (bench/worlds.py)")
@@ -143,11 +165,22 @@ def main() -> int:
     data = read_json(world.runs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     truth = outcome_truth(data, world.min_gain)
-    write_json(world.outcomes, {"rules": RULES, "world": world.key, "min_gain": world.min_gain, "runs": str(world.runs.relative_to(ROOT)), "made": time.strftime("%Y-%m-%d"),
-                                "commit": commit, "truth": truth})
+    shown = world.outcomes.relative_to(ROOT) if world.outcomes.is_relative_to(ROOT) else world.outcomes
+    if world.outcomes.is_file():  # frozen before its judging seeds ran: never moved, never re-dated
+        frozen = read_json(world.outcomes)
+        if not same_truth(frozen, world.min_gain, truth):
+            raise SystemExit(f"{shown} is a frozen truth (made {frozen.get('made')} at {frozen.get('commit')}) and "
+                             f"these runs and rules give another: {truth_changes(frozen.get('truth', {}), truth) or 'its floor or its numbers differ'}. "
+                             "A frozen truth is not rewritten: move it aside to make a new one, and say so where its figures are reported.")
+        print(f"{shown}: the frozen truth (made {frozen.get('made')} at {frozen.get('commit')}) is what these runs "
+              "give; left as it is")
+        commit = frozen.get("commit", commit)
+    else:
+        write_json(world.outcomes, {"rules": RULES, "world": world.key, "min_gain": world.min_gain, "runs": str(world.runs.relative_to(ROOT)),
+                                    "made": time.strftime("%Y-%m-%d"), "commit": commit, "truth": truth})
     for h, row in truth.items():
         print(f"horizon {h}: " + ", ".join(f"{lr_text(s['lr'])} {s['label']} ({s['mean']:+.3f})" for s in row["settings"]) + f"; top {row['top']}")
-    print(json.dumps({"bench": "outcome_truth", "world": world.key, "data": str(world.outcomes.relative_to(ROOT)), "commit": commit,
+    print(json.dumps({"bench": "outcome_truth", "world": world.key, "data": str(shown), "commit": commit,
                       "labels_30": {lr_text(s["lr"]): s["label"] for s in truth["30"]["settings"]},
                       "top_30": truth["30"]["top"], "top_share_30": round(truth["30"]["top_share"], 3), "band": truth["30"]["band"]}))
     return 0

@@ -108,3 +108,39 @@ def test_the_frozen_truth_at_30_steps(world):
     assert {lr_text(s["lr"]): s["label"] for s in truth["settings"]} == labels
     assert truth["top"] == top and truth["band"] == band and world_of(world).min_gain == frozen.get("min_gain", floor) == floor
     assert all(len(s["gains"]) == 3 for s in truth["settings"])
+
+
+@pytest.mark.parametrize("world", sorted(FROZEN_30))
+def test_every_frozen_truth_is_what_its_runs_give(world):
+    """Made again from its committed runs, each frozen truth is the same to every gain, noise, label and top set."""
+    from bench.outcome_truth import same_truth
+
+    w = world_of(world)
+    assert same_truth(read_json(w.outcomes), w.min_gain, outcome_truth(read_json(w.runs), w.min_gain))
+
+
+def test_a_frozen_truth_is_never_rewritten(tmp_path, monkeypatch, capsys):
+    """Running the script over a frozen truth that its runs reproduce leaves the file as it is (not re-dated); over one
+    they do not, it refuses, naming the file and what would move, and writes nothing."""
+    import sys
+
+    import bench.outcome_truth as script
+
+    hotel = world_of("hotel")
+    frozen = tmp_path / "outcomes.json"
+    frozen.write_bytes(hotel.outcomes.read_bytes())
+    monkeypatch.setattr(script, "world_of", lambda name, fine=False: dataclasses.replace(hotel, outcomes=frozen))
+    monkeypatch.setattr(sys, "argv", ["outcome_truth.py"])
+    assert script.main() == 0 and frozen.read_bytes() == hotel.outcomes.read_bytes()
+    assert "is what these runs give; left as it is" in capsys.readouterr().out
+    moved = json.loads(frozen.read_text())
+    moved["truth"]["30"]["settings"][5]["label"] = "learns"  # 3e-04 at 30 steps
+    moved["truth"]["30"]["top"] = [3e-05, 1e-04, 3e-04]
+    frozen.write_text(json.dumps(moved))
+    before = frozen.read_bytes()
+    with pytest.raises(SystemExit) as refused:
+        script.main()
+    message = str(refused.value)
+    assert str(frozen) in message and "is a frozen truth (made 2026-11-27 at ee7b048)" in message
+    assert "3e-04 at 30 steps learns -> mixed" in message and "the top set at 30 steps [3e-05, 0.0001, 0.0003] -> [3e-05, 0.0001]" in message
+    assert frozen.read_bytes() == before

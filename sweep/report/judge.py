@@ -12,11 +12,12 @@ Reading is ``sweep.report.load``'s job; the math is ``sweep.verdict``'s.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
 from sweep.verdict.labels import TrialEvidence, Verdict, update_scale, verdict
+from sweep.verdict.pick import middle_learner
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, winner
 from sweep.verdict.thresholds import Thresholds
 
@@ -126,8 +127,24 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
     errored = {name for name, status in statuses.items() if status == "error"}
     evidences = {name: evidence(by_id[name], statuses.get(name, "finished"), training) for name in scores}
     scales = {key: update_scale([(evidences[t.trial_id], scores[t.trial_id]) for t in members], th) for key, members in groups.items()}
-    return [Judged(name, scores[name], verdict(evidences[name], scores[name], th, scales[keys[name]]), evidences[name], keys[name])
-            for name in rank(scores, errored)]
+    verdicts = {name: verdict(evidences[name], scores[name], th, scales[keys[name]]) for name in scores}
+    order, scores = _middle_of_the_band(rank(scores, errored), scores, verdicts, evidences)
+    return [Judged(name, scores[name], verdicts[name], evidences[name], keys[name]) for name in order]
+
+
+def _middle_of_the_band(order: list[str], scores: dict[str, Score], verdicts: dict[str, Verdict],
+                        evidences: dict[str, TrialEvidence]) -> tuple[list[str], dict[str, Score]]:
+    """The ranking with ``sweep.verdict.pick.middle_learner``'s #1 first, the rest by gain; the best gain, now
+    beside it, marked tied (within noise of #1, as #1 is of it)."""
+    if not order or scores[order[0]].gain is None:
+        return order, scores
+    best = order[0]
+    first = middle_learner(best, [n for n in order[1:] if scores[n].tied], {n for n, v in verdicts.items() if v.label == "learns"},
+                           {n: e.update_kl for n, e in evidences.items()})
+    if first == best:
+        return order, scores
+    scores = {**scores, first: replace(scores[first], tied=False), best: replace(scores[best], tied=True)}
+    return [first, *(n for n in order if n != first)], scores
 
 
 def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str]) -> dict[str, Score]:

@@ -53,7 +53,7 @@ def _leaderboard(rep: Report) -> Section:
     what = "held-out pass@1" if rep.use_eval else f"`{rep.metric}` (training reward (eval was off): step 1's rollouts are the base's; no interval)"
     s = Section("leaderboard", "Leaderboard", [
         f"Ranked by the gain of {what} over the base{base}: the mean of each trial's last evals minus the base's, with a 90% "
-        "bootstrap interval over eval tasks; (tie) marks trials within noise of #1, and a trial that fell below the base comes after "
+        "bootstrap interval over eval tasks; (tie) marks trials within noise of the best gain (#1 is the middle of the learners among them by update size), and a trial that fell below the base comes after "
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
     ])

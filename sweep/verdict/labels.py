@@ -16,6 +16,8 @@ the steps both ran (``UpdateScale``): no absolute scale, and no bias from a deca
     too high     it held, so far, and its updates were far larger than the largest that learned in the same sweep
     too low      it held, and its updates were far smaller than the gentlest that learned in the same sweep
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
+    learns       it held within noise, its estimate a gain worth having (≥ ``min_delta``), and its updates lie
+                 between two learners' of the same sweep (the LR order: no dip between two sizes that both learn)
     undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
                  too few evals to tell learning (or harm) from noise
     flat         it held, by less than ``min_delta``, although the updates moved the policy (its advice by where its
@@ -203,12 +205,31 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
         where = "already solves" if base >= th.saturated - EPS else "almost never solves"
         return Verdict("env-limited", f"held-out pass@1 held ({_interval(s)}); the base {where} the held-out tasks ({base:.3f})")
     if abs(s.gain) >= th.min_delta - EPS:  # "held" would claim more than the evals show: a single eval's interval is ~±0.1
+        if s.gain > 0 and (between := _between_learners(t, scale)):
+            return Verdict("learns", f"held-out pass@1 within noise of the base alone ({_interval(s)}), a gain of ≥ {th.min_delta:g}, and its "
+                                     f"updates lie between those of two trials that rose beyond noise in this sweep: {between}")
         direction = "gain" if s.gain > 0 else "loss"
         evals = f"{len(s.steps)} eval{'s' if len(s.steps) != 1 else ''}"
         return Verdict("undecided", f"held-out pass@1 within noise of the base ({_interval(s)}), yet the estimate is a {direction} of "
                                     f"≥ {th.min_delta:g}: {evals} cannot tell it from noise; more steps (`sweep confirm`) or more eval tasks")
     where, lr = _flat_updates(t, scale)
     return Verdict("flat", f"held-out pass@1 held ({_interval(s)}){where}", lr)
+
+
+def _between_learners(t: TrialEvidence, scale: UpdateScale | None) -> str | None:
+    """The evidence that an undecided gain is learning, or None: the trial's updates at least as large as one
+    learner's and at most as large as another's (each pair over the steps both ran). Held-out pass@1 does not
+    dip between two update sizes that both learn (the LR order the truth grids show: one band of learners,
+    too low below it and too high above), so its own evals being too few to tell, its neighbours tell."""
+    if not t.update_kl or scale is None:
+        return None
+    against = scale.against(t.update_kl)
+    smaller, larger = max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
+    if smaller is larger or smaller.ratio < 1 or larger.ratio > 1:
+        return None
+    return (f"median update KL {smaller.kl:.1e} over its first {smaller.steps} steps, {smaller.ratio:.2g}x that of trial {smaller.learner} "
+            f"({smaller.learner_kl:.1e}), and {larger.ratio:.2g}x that of trial {larger.learner} over its first {larger.steps} "
+            f"({larger.learner_kl:.1e}); pass@1 does not dip between two update sizes that both learn")
 
 
 def _flat_updates(t: TrialEvidence, scale: UpdateScale | None) -> tuple[str, str]:

@@ -288,3 +288,67 @@ def test_task_interval_of_one_eval_and_of_a_paired_difference():
     diff, low, high = task_interval({"a": (6, 8), "b": (2, 8), "c": (1, 0)}, {"a": (4, 8), "b": (2, 8)})
     assert diff == 0.125 and low < diff < high  # (6/8 - 4/8 + 0) / 2; c has no episode and is left out
     assert all(x != x for x in task_interval({"a": (0, 0)}))  # no episode at all: NaNs, not a number that looks measured
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_an_undecided_gain_between_two_learners_updates_learns(scale):
+    """A gain worth having within noise (one eval of a few episodes a task) whose updates lie between two learners'
+    is learning: pass@1 does not dip between two update sizes that both learn. Above every learner's, below every
+    one's, a loss, or a single learner: still undecided. The same at 1e-4 the scale."""
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    up, down = [point(4, 0.36, spread=0.25, n=4)], [point(4, 0.20, spread=0.25, n=4)]
+    evals = {"gentle": rose, "bold": rose, "between": up, "above": up, "below": up, "loss": down}
+    kls = {"gentle": 1e-3, "bold": 4e-3, "between": 2e-3, "above": 8e-3, "below": 5e-4, "loss": 2e-3}
+    scores = score_trials(BASE, evals, size=2)
+    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=[kls[k] * scale] * (10 if evals[k] is rose else 4),
+                               variance_per_prompt=[0.1] * 4) for k in kls}
+    found = update_scale([(trials[k], scores[k]) for k in trials])
+    labels = {k: verdict(trials[k], scores[k], scale=found) for k in trials}
+    assert {k: v.label for k, v in labels.items()} == {"gentle": "learns", "bold": "learns", "between": "learns", "above": "undecided",
+                                                     "below": "undecided", "loss": "undecided"}
+    why = labels["between"].why
+    assert "within noise of the base alone" in why and "2x that of trial gentle" in why and "0.5x that of trial bold" in why
+    assert "does not dip between two update sizes that both learn" in why and labels["between"].lr == ""
+    alone = update_scale([(trials[k], scores[k]) for k in ("gentle", "between")])  # one learner: nothing brackets it
+    assert verdict(trials["between"], scores["between"], scale=alone).label == "undecided"
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_the_sweeps_first_is_the_middle_of_the_learners_within_noise_of_the_best(scale):
+    """By hand: the best gain is the band's top edge (an early riser); among it and the learners tied with it,
+    #1 is the middle by update size, compared over the first steps all of them ran; an even band takes the gentler
+    middle; a tied trial that is not a learner, a best that is not one, or a member without updates: no move."""
+    from sweep.verdict.pick import middle_learner
+
+    kl = {"riser": [8e-3] * 4 + [1e-9] * 6, "mid": [2e-3] * 6, "low": [1e-3] * 10, "flat": [2e-3] * 10}
+    kl = {k: [x * scale for x in v] for k, v in kl.items()}
+    learners = {"riser", "mid", "low"}
+    # over the first 6 steps: riser 8e-3, mid 2e-3, low 1e-3 (the riser's whole median, 1e-9, would put it gentlest)
+    assert middle_learner("riser", ["mid", "low"], learners, kl) == "mid"
+    assert middle_learner("riser", ["mid"], learners, kl) == "mid"  # two: the gentler
+    assert middle_learner("riser", ["flat", "mid"], learners, kl) == "mid"  # the flat one is not of the band
+    assert middle_learner("riser", [], learners, kl) == "riser"
+    assert middle_learner("flat", ["mid", "low"], learners, kl) == "flat"  # the best did not learn: nothing to pick among
+    assert middle_learner("riser", ["mid", "low"], learners, {**kl, "low": []}) == "riser"  # an unmeasured member: the gain decides
+
+
+def test_the_middle_of_the_band_leads_the_ranking_and_the_verdict_says_why():
+    """The judged ranking puts the pick first, the rest by gain, the best gain beside it marked tied; the verdict's
+    words name the best gain and why it is not #1."""
+    from sweep.report.judge import _middle_of_the_band
+    from sweep.verdict.labels import Verdict
+    from sweep.verdict.summary import verdict_text
+
+    scores = {"riser": Score(0.18, 0.09, 0.28), "mid": Score(0.13, 0.03, 0.23, tied=True), "low": Score(0.12, 0.02, 0.21, tied=True),
+              "slow": Score(0.02, -0.05, 0.09)}
+    verdicts = {k: Verdict("learns", "") for k in ("riser", "mid", "low")} | {"slow": Verdict("too low", "", "raise")}
+    evidences = {k: TrialEvidence(k, update_kl=[x] * 6) for k, x in (("riser", 8e-3), ("mid", 2e-3), ("low", 1e-3), ("slow", 1e-5))}
+    order, out = _middle_of_the_band(["riser", "mid", "low", "slow"], scores, verdicts, evidences)
+    assert order == ["mid", "riser", "low", "slow"]
+    assert (out["mid"].tied, out["riser"].tied, out["low"].tied, out["slow"].tied) == (False, True, True, False)
+    text = verdict_text([(k, {"optim.lr": 1e-4}, out[k], verdicts[k]) for k in order], 0.3)
+    assert text.startswith("#1 is trial mid (lr=0.0001): held-out pass@1 +0.130")
+    assert "the middle, by update size, of the 3 learners within noise of the best gain (trial riser, +0.180)" in text
+    assert "2 more within noise of the best gain (riser, low)" in text and "1 too low" in text
+    middle_best = {**scores, "mid": Score(0.19, 0.1, 0.29), "riser": Score(0.18, 0.09, 0.28, tied=True)}
+    assert _middle_of_the_band(["mid", "riser", "low", "slow"], middle_best, verdicts, evidences) == (["mid", "riser", "low", "slow"], middle_best)
