@@ -101,7 +101,8 @@ def score_window(sweep: SweepData) -> int:
 
 
 def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = None) -> list[Judged]:
-    """Every trial judged, best first (``sweep.verdict.score.rank``'s order)."""
+    """Every trial judged, #1 first (``sweep.verdict.pick``: the middle of the learners within noise of the best
+    gain), then ``sweep.verdict.score.rank``'s order."""
     th = th or Thresholds()
     training = not uses_eval(sweep)
     size = TRAIN_WINDOW if training else score_window(sweep)
@@ -128,19 +129,20 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
     evidences = {name: evidence(by_id[name], statuses.get(name, "finished"), training) for name in scores}
     scales = {key: update_scale([(evidences[t.trial_id], scores[t.trial_id]) for t in members], th) for key, members in groups.items()}
     verdicts = {name: verdict(evidences[name], scores[name], th, scales[keys[name]]) for name in scores}
-    order, scores = _middle_of_the_band(rank(scores, errored), scores, verdicts, evidences)
+    order, scores = _middle_of_the_band(rank(scores, errored), scores, verdicts, evidences, errored)
     return [Judged(name, scores[name], verdicts[name], evidences[name], keys[name]) for name in order]
 
 
 def _middle_of_the_band(order: list[str], scores: dict[str, Score], verdicts: dict[str, Verdict],
-                        evidences: dict[str, TrialEvidence]) -> tuple[list[str], dict[str, Score]]:
+                        evidences: dict[str, TrialEvidence], errored: set[str] = frozenset()) -> tuple[list[str], dict[str, Score]]:
     """The ranking with ``sweep.verdict.pick.middle_learner``'s #1 first, the rest by gain; the best gain, now
-    beside it, marked tied (within noise of #1, as #1 is of it)."""
+    beside it, marked tied (within noise of #1, as #1 is of it). The band's members: trials that did not fail,
+    labelled learns, that rose beyond noise by their own evals."""
     if not order or scores[order[0]].gain is None:
         return order, scores
     best = order[0]
-    first = middle_learner(best, [n for n in order[1:] if scores[n].tied], {n for n, v in verdicts.items() if v.label == "learns"},
-                           {n: e.update_kl for n, e in evidences.items()})
+    rose = {n for n, v in verdicts.items() if v.label == "learns" and scores[n].moved == "rose" and n not in errored}
+    first = middle_learner(best, [n for n in order[1:] if scores[n].tied], rose, {n: e.update_kl for n, e in evidences.items()})
     if first == best:
         return order, scores
     scores = {**scores, first: replace(scores[first], tied=False), best: replace(scores[best], tied=True)}

@@ -220,7 +220,7 @@ def _between_learners(t: TrialEvidence, scale: UpdateScale | None) -> str | None
     """The evidence that an undecided gain is learning, or None: the trial's updates at least as large as one
     learner's and at most as large as another's (each pair over the steps both ran). Held-out pass@1 does not
     dip between two update sizes that both learn (the LR order the truth grids show: one band of learners,
-    too low below it and too high above), so its own evals being too few to tell, its neighbours tell."""
+    too low below it and too high above): its own evals are too few to tell; its neighbours' can."""
     if not t.update_kl or scale is None:
         return None
     against = scale.against(t.update_kl)
@@ -228,7 +228,7 @@ def _between_learners(t: TrialEvidence, scale: UpdateScale | None) -> str | None
     if smaller is larger or smaller.ratio < 1 or larger.ratio > 1:
         return None
     return (f"median update KL {smaller.kl:.1e} over its first {smaller.steps} steps, {smaller.ratio:.2g}x that of trial {smaller.learner} "
-            f"({smaller.learner_kl:.1e}), and {larger.ratio:.2g}x that of trial {larger.learner} over its first {larger.steps} "
+            f"({smaller.learner_kl:.1e}), and {larger.ratio:.2g}x that of trial {larger.learner} over its first {larger.steps} steps "
             f"({larger.learner_kl:.1e}); pass@1 does not dip between two update sizes that both learn")
 
 

@@ -10,9 +10,10 @@ episodes, at its observed rate), for the base and each eval apart. The second st
 eval samples with the same seed: a policy that barely moved draws nearly the same episodes as the base,
 and a bootstrap over tasks alone would call a +0.01 "above noise" (it did, on the ground truth's LR 1e-6).
 A trial's interval depends on its evals, the base's and the seed, not on the sweep's other trials.
-Ties: a trial is tied with the winner when the winner's lead over it is not above zero in 95% of resamples. Cost: when trials spend different rollout episodes per step (``n`` swept), the window
+Ties: a trial is tied with the best gain when the best's lead over it is not above zero in 95% of resamples
+(the sweep's #1 is the middle of the learners so tied: ``sweep.verdict.pick``). Cost: when trials spend different rollout episodes per step (``n`` swept), the window
 is cut at the episodes the cheapest finished trial spent, so trials are compared at equal compute.
-Ranking: trials that fell below the base by more than noise come after every trial that held or rose;
+Ranking by gain: trials that fell below the base by more than noise come after every trial that held or rose;
 errors and trials without a trained eval come last.
 """
 
@@ -48,7 +49,7 @@ class Score:
     high: float | None = None
     steps: tuple[int, ...] = ()  # the evals averaged
     budget: float | None = None  # episodes the window was cut at (None: no cut)
-    tied: bool = False  # within noise of the winner (the winner itself: False)
+    tied: bool = False  # within noise of the best gain (the best itself: False, until another is #1: ``sweep.report.judge``)
 
     @property
     def moved(self) -> str:
@@ -163,7 +164,8 @@ def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], siz
 
 
 def winner(scores: Mapping[str, Score]) -> str | None:
-    """The ranking's #1 among trials with a gain (the one ties are counted against, also between equal gains)."""
+    """The best gain by ``rank``'s order among trials with a gain (the one ties are counted against, also between equal
+    gains); the sweep's #1 is chosen among it and its ties (``sweep.verdict.pick``)."""
     scored = {name: s for name, s in scores.items() if s.gain is not None}
     return rank(scored)[0] if scored else None
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.verdict.labels import LABELS, TrialEvidence, update_scale, verdict
+from sweep.report.judge import _middle_of_the_band
+from sweep.verdict.labels import LABELS, TrialEvidence, Verdict, update_scale, verdict
+from sweep.verdict.pick import middle_learner
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, window
+from sweep.verdict.summary import verdict_text
 from sweep.verdict.thresholds import Thresholds
 
 TASKS = [f"hotel-{i:02d}" for i in range(20)]
@@ -318,8 +321,6 @@ def test_the_sweeps_first_is_the_middle_of_the_learners_within_noise_of_the_best
     """By hand: the best gain is the band's top edge (an early riser); among it and the learners tied with it,
     #1 is the middle by update size, compared over the first steps all of them ran; an even band takes the gentler
     middle; a tied trial that is not a learner, a best that is not one, or a member without updates: no move."""
-    from sweep.verdict.pick import middle_learner
-
     kl = {"riser": [8e-3] * 4 + [1e-9] * 6, "mid": [2e-3] * 6, "low": [1e-3] * 10, "flat": [2e-3] * 10}
     kl = {k: [x * scale for x in v] for k, v in kl.items()}
     learners = {"riser", "mid", "low"}
@@ -333,22 +334,23 @@ def test_the_sweeps_first_is_the_middle_of_the_learners_within_noise_of_the_best
 
 
 def test_the_middle_of_the_band_leads_the_ranking_and_the_verdict_says_why():
-    """The judged ranking puts the pick first, the rest by gain, the best gain beside it marked tied; the verdict's
-    words name the best gain and why it is not #1."""
-    from sweep.report.judge import _middle_of_the_band
-    from sweep.verdict.labels import Verdict
-    from sweep.verdict.summary import verdict_text
-
-    scores = {"riser": Score(0.18, 0.09, 0.28), "mid": Score(0.13, 0.03, 0.23, tied=True), "low": Score(0.12, 0.02, 0.21, tied=True),
-              "slow": Score(0.02, -0.05, 0.09)}
-    verdicts = {k: Verdict("learns", "") for k in ("riser", "mid", "low")} | {"slow": Verdict("too low", "", "raise")}
-    evidences = {k: TrialEvidence(k, update_kl=[x] * 6) for k, x in (("riser", 8e-3), ("mid", 2e-3), ("low", 1e-3), ("slow", 1e-5))}
-    order, out = _middle_of_the_band(["riser", "mid", "low", "slow"], scores, verdicts, evidences)
-    assert order == ["mid", "riser", "low", "slow"]
+    """The judged ranking puts the pick first, the rest by gain, the best gain beside it marked tied; the band holds
+    only trials that rose beyond noise by their own evals and did not fail; the verdict's words name the best gain
+    and why it is not #1."""
+    scores = {"riser": Score(0.18, 0.09, 0.28), "failed": Score(0.16, 0.06, 0.26, tied=True), "bracketed": Score(0.14, -0.01, 0.25, tied=True),
+              "mid": Score(0.13, 0.03, 0.23, tied=True), "low": Score(0.12, 0.02, 0.21, tied=True), "slow": Score(0.02, -0.05, 0.09)}
+    verdicts = {k: Verdict("learns", "") for k in ("riser", "failed", "bracketed", "mid", "low")} | {"slow": Verdict("too low", "", "raise")}
+    kls = {"riser": 8e-3, "failed": 3e-3, "bracketed": 2.5e-3, "mid": 2e-3, "low": 1e-3, "slow": 1e-5}
+    evidences = {k: TrialEvidence(k, update_kl=[x] * 6) for k, x in kls.items()}
+    ranked = ["riser", "bracketed", "mid", "low", "slow", "failed"]  # rank(): the failed trial last
+    order, out = _middle_of_the_band(ranked, scores, verdicts, evidences, {"failed"})
+    assert order == ["mid", "riser", "bracketed", "low", "slow", "failed"]  # of riser, mid, low: mid (not bracketed, 2.5e-3, nor failed)
     assert (out["mid"].tied, out["riser"].tied, out["low"].tied, out["slow"].tied) == (False, True, True, False)
     text = verdict_text([(k, {"optim.lr": 1e-4}, out[k], verdicts[k]) for k in order], 0.3)
     assert text.startswith("#1 is trial mid (lr=0.0001): held-out pass@1 +0.130")
-    assert "the middle, by update size, of the 3 learners within noise of the best gain (trial riser, +0.180)" in text
-    assert "2 more within noise of the best gain (riser, low)" in text and "1 too low" in text
+    assert "the middle, by update size, of the learners within noise of the best gain (trial riser, +0.180; of two, the gentler)" in text
+    assert "3 more within noise of the best gain (trial riser) (bracketed, low, failed)" in text and "1 too low" in text
     middle_best = {**scores, "mid": Score(0.19, 0.1, 0.29), "riser": Score(0.18, 0.09, 0.28, tied=True)}
-    assert _middle_of_the_band(["mid", "riser", "low", "slow"], middle_best, verdicts, evidences) == (["mid", "riser", "low", "slow"], middle_best)
+    kept = ["mid", "riser", "bracketed", "low", "slow", "failed"]
+    assert _middle_of_the_band(kept, middle_best, verdicts, evidences, {"failed"}) == (kept, middle_best)  # the best is the middle
+    assert "within noise of it (riser, bracketed, low, failed)" in verdict_text([(k, {}, middle_best[k], verdicts[k]) for k in kept], 0.3)
