@@ -49,9 +49,9 @@ def verdict_text(ranked: Sequence[tuple[str, Mapping[str, Any], Score, Verdict]]
     of = "of it"
     if ahead:  # sweep.verdict.pick: #1 is the middle of the learners within noise of the best gain
         best_name, best = max(ahead, key=lambda x: x[1].gain)
-        lead += (f" It is the middle, by update size, of the learners within noise of the best gain (trial {best_name}, {best.gain:+.3f}; of two, "
-                 "the gentler): the evals cannot tell them apart, and the band's top edge is where a short sweep's lead fades at longer horizons.")
-        tied, of = [n for n in tied if n != best_name], f"of the best gain (trial {best_name})"
+        lead += (f" It is the middle, by update size, of the learners within noise of the best gain (trial {best_name}, {best.gain:+.3f}): "
+                 "the evals cannot tell them apart, and the band's top edge is where a short sweep's lead fades at longer horizons.")
+        tied, of = [n for n in tied if n != best_name], f"of trial {best_name}'s gain"
     ties = f" {len(tied)} more within noise {of} ({', '.join(tied)}): confirm with `sweep confirm` before trusting the order." if tied else ""
     losers = Counter(v.label for n, _, s, v in ranked[1:] if not s.tied)
     lost = "; ".join(f"{count} {WHY_THEY_LOST.get(label, label)}" for label, count in losers.most_common())

@@ -348,8 +348,8 @@ def test_the_middle_of_the_band_leads_the_ranking_and_the_verdict_says_why():
     assert (out["mid"].tied, out["riser"].tied, out["low"].tied, out["slow"].tied) == (False, True, True, False)
     text = verdict_text([(k, {"optim.lr": 1e-4}, out[k], verdicts[k]) for k in order], 0.3)
     assert text.startswith("#1 is trial mid (lr=0.0001): held-out pass@1 +0.130")
-    assert "the middle, by update size, of the learners within noise of the best gain (trial riser, +0.180; of two, the gentler)" in text
-    assert "3 more within noise of the best gain (trial riser) (bracketed, low, failed)" in text and "1 too low" in text
+    assert "the middle, by update size, of the learners within noise of the best gain (trial riser, +0.180): the evals cannot tell them apart" in text
+    assert "3 more within noise of trial riser's gain (bracketed, low, failed)" in text and "1 too low" in text
     middle_best = {**scores, "mid": Score(0.19, 0.1, 0.29), "riser": Score(0.18, 0.09, 0.28, tied=True)}
     kept = ["mid", "riser", "bracketed", "low", "slow", "failed"]
     assert _middle_of_the_band(kept, middle_best, verdicts, evidences, {"failed"}) == (kept, middle_best)  # the best is the middle
