@@ -145,12 +145,12 @@ def truth_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     """Where two truths' labels and top sets differ, in words (empty when only numbers differ)."""
     out = []
     for h, row in new.items():
-        before = {lr_text(s["lr"]): s["label"] for s in old.get(h, {}).get("settings", [])}
-        for s in row["settings"]:
-            if before.get(lr_text(s["lr"])) != s["label"]:
-                out.append(f"{lr_text(s['lr'])} at {h} steps {before.get(lr_text(s['lr']), 'absent')} -> {s['label']}")
-        if old.get(h, {}).get("top") != row["top"]:
-            out.append(f"the top set at {h} steps {old.get(h, {}).get('top')} -> {row['top']}")
+        was = old.get(h, {})
+        before = {lr_text(s["lr"]): s["label"] for s in was.get("settings", [])}
+        now = {lr_text(s["lr"]): s["label"] for s in row["settings"]}
+        out += [f"{lr} at {h} steps {before.get(lr, 'absent')} -> {label}" for lr, label in now.items() if before.get(lr) != label]
+        if was.get("top") != row["top"]:
+            out.append(f"the top set at {h} steps {was.get('top')} -> {row['top']}")
     return "; ".join(out)
 
 

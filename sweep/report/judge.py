@@ -134,7 +134,7 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
 
 
 def _middle_of_the_band(order: list[str], scores: dict[str, Score], verdicts: dict[str, Verdict],
-                        evidences: dict[str, TrialEvidence], errored: set[str] = frozenset()) -> tuple[list[str], dict[str, Score]]:
+                        evidences: dict[str, TrialEvidence], errored: set[str]) -> tuple[list[str], dict[str, Score]]:
     """The ranking with ``sweep.verdict.pick.middle_learner``'s #1 first, the rest by gain; the best gain, now
     beside it, marked tied (within noise of #1, as #1 is of it). The band's members: trials that did not fail,
     labelled learns, that rose beyond noise by their own evals."""

@@ -87,6 +87,11 @@ class UpdateScale:
             out.append(Comparison(mine / theirs if theirs > 0 else float("inf"), mine, theirs, name, k))
         return out
 
+    def extremes(self, update_kl: Sequence[float]) -> tuple[Comparison, Comparison]:
+        """(against the gentlest learner, against the largest): the comparisons with the highest and the lowest ratio."""
+        against = self.against(update_kl)
+        return max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
+
 
 def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds | None = None) -> UpdateScale | None:
     """The sweep's own scale of update size (``UpdateScale``), or None when no trial with a measured update learned
@@ -149,7 +154,7 @@ def _tiny_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
     if t.update_kl:
         if scale is None:
             return None
-        gentlest = max(scale.against(t.update_kl), key=lambda c: c.ratio)  # the learner nearest the trial: it must be below all
+        gentlest, _ = scale.extremes(t.update_kl)  # the learner nearest the trial: it must be below all
         if gentlest.ratio >= th.tiny_update_ratio:
             return None
         norm = f", |Δθ|/|θ| {median(t.update_norm):.1e}" if t.update_norm else ""
@@ -164,7 +169,7 @@ def _huge_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
     against the largest that learned in this sweep (``update_scale``), over the same steps."""
     if not t.update_kl or scale is None:
         return None
-    largest = min(scale.against(t.update_kl), key=lambda c: c.ratio)  # the learner nearest the trial: it must be above all
+    _, largest = scale.extremes(t.update_kl)  # the learner nearest the trial: it must be above all
     if largest.ratio <= th.huge_update_ratio:
         return None
     return _against_words(largest, "", f"the largest update that learned in this sweep (above {th.huge_update_ratio:g}x)")
@@ -223,8 +228,7 @@ def _between_learners(t: TrialEvidence, scale: UpdateScale | None) -> str | None
     too low below it and too high above): its own evals are too few to tell; its neighbours' can."""
     if not t.update_kl or scale is None:
         return None
-    against = scale.against(t.update_kl)
-    smaller, larger = max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
+    smaller, larger = scale.extremes(t.update_kl)
     if smaller is larger or smaller.ratio < 1 or larger.ratio > 1:
         return None
     return (f"median update KL {smaller.kl:.1e} over its first {smaller.steps} steps, {smaller.ratio:.2g}x that of trial {smaller.learner} "
@@ -242,8 +246,7 @@ def _flat_updates(t: TrialEvidence, scale: UpdateScale | None) -> tuple[str, str
     if scale is None:
         return (f", median update KL {median(t.update_kl):.1e}; no trial of this sweep learned, so nothing here says whether that update is "
                 "small: widen the LR range (upward first)", "raise")
-    against = scale.against(t.update_kl)
-    gentlest, largest = max(against, key=lambda c: c.ratio), min(against, key=lambda c: c.ratio)
+    gentlest, largest = scale.extremes(t.update_kl)
     if gentlest.ratio < 1:
         return f" though the updates moved the policy, less than any learner did: {_against_words(gentlest, '', 'the gentlest update that learned in this sweep')}; a higher LR, or more steps", "raise"
     if largest.ratio > 1:
