@@ -5,6 +5,7 @@
     python bench/verdict.py judge --results DIR ...  # sweeps the bench ran before (its --keep folders, or the packed
                                                      # sweeps in bench/data/verdict_sweeps/), judged again together
     python bench/verdict.py ... --world mix          # the same in the mix's world (bench/worlds.py; default: hotel)
+    python bench/verdict.py --seeds 20 --no-judge    # run and pack only (judging seeds, before their rules are frozen)
     python bench/verdict.py truth --world mix --lrs 1e-6 3e-3 --grid-seeds 0   # a part of the grid, packed to bench/data/verdict_truth_mix_parts/
     python bench/verdict.py truth --world mix --results bench/data/verdict_truth_mix_parts/*.tar.gz   # the truth, once the parts cover the grid
 
@@ -154,8 +155,11 @@ def judge_seed(rows: list[dict[str, Any]], truth: dict[str, Any]) -> dict[str, A
 
 
 def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eval_interval: int | None = None, grace_period: int | None = None,
-              truth_kind: str = "outcome", eval_samples: int | None = None) -> None:
-    truth = _truth(world, truth_kind)
+              truth_kind: str = "outcome", eval_samples: int | None = None, judge: bool = True) -> None:
+    """Each seed's sweep run, packed and (``judge``) judged against the truth; with ``judge=False`` (``--no-judge``)
+    nothing is judged or written of a judgement: seeds kept for judging run under rules not yet frozen, and
+    ``judge`` reads their packs once those rules are."""
+    truth = _truth(world, truth_kind) if judge else None
     folder = keep or Path(tempfile.mkdtemp(prefix="verdict-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     space = bench_space(world, folder, steps, eval_interval, grace_period, eval_samples)
@@ -165,9 +169,13 @@ def run_bench(world: World, seeds: list[int], steps: int, keep: Path | None, eva
         run_sweep(["run", str(space), "--storage", str(folder / f"s{seed}"), "--set", f"search.seed={seed}", "--fresh"], sweep_env())
         rows = json.loads((folder / f"s{seed}" / world.bench_name / "leaderboard.json").read_text())
         packed = pack(folder, ["verdict_bench.yaml", f"s{seed}/{world.bench_name}"], SWEEPS / f"{world.name}_s{seed}_{steps}steps_{file_tag()}.tar.gz")
-        result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "sweep": str(packed.relative_to(ROOT)), **judge_seed(rows, truth)}
+        result = {"seed": seed, "minutes": round((time.perf_counter() - started) / 60, 1), "sweep": str(packed.relative_to(ROOT)),
+                  **(judge_seed(rows, truth) if truth is not None else {"trials": len(rows)})}
         per_seed.append(result)
         print(json.dumps(result))
+    if truth is None:
+        record(bench_record(world, "unjudged"), per_seed, {"world": world.key, "seeds": seeds, "steps": steps, "results": str(folder)})
+        return
     summary = summarize(world, per_seed, steps, truth, [folder], truth_kind)
     record(bench_record(world, truth_kind), per_seed, {k: v for k, v in summary.items() if k != "bench"})
 
@@ -284,14 +292,18 @@ def main() -> int:
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
     parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
+    parser.add_argument("--no-judge", action="store_true",
+                        help="bench: run and pack each seed's sweep, judge nothing (judging seeds run before the rules that will judge them are frozen)")
     args = parser.parse_args()
+    if args.no_judge and args.mode != "bench":
+        parser.error(f"--no-judge is for the bench's runs, not {args.mode!r}: it runs and packs sweeps without judging them")
     world = world_of(args.world, args.fine)
     if args.mode == "truth":
         make_truth(world, args.results, args.keep, args.lrs, args.grid_seeds)
     elif args.mode == "judge":
         judge_kept(world, args.results or [], args.truth)
     else:
-        run_bench(world, args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth, args.eval_samples)
+        run_bench(world, args.seeds, args.steps, args.keep, args.eval_interval, args.grace_period, args.truth, args.eval_samples, not args.no_judge)
     return 0
 
 

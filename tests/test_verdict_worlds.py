@@ -148,3 +148,16 @@ def test_a_finer_truth_waits_for_its_added_runs():
     fine = WORLDS["mix"].fine()
     with pytest.raises(SystemExit, match=r"lacks 12 of its runs \(lr, seed\): \[\(5.5e-06, 0\)"):
         make_truth(fine, [WORLDS["mix"].runs])
+
+
+def test_no_judge_is_refused_outside_the_bench_s_runs():
+    """``--no-judge`` runs and packs sweeps without judging them; asked of ``judge`` or ``truth`` it is refused
+    before anything is read or run, naming the mode."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py"), "judge", "--world", "mix", "--no-judge",
+                           "--results", "nowhere.tar.gz"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--no-judge is for the bench's runs, not 'judge'" in done.stderr and "Traceback" not in done.stderr
+    from bench.verdict import bench_record
+
+    assert bench_record(WORLDS["mix"], "unjudged") == "verdict_bench_mix_unjudged"  # its runs' file, apart from any judged one
