@@ -290,13 +290,16 @@ def main() -> int:
     parser.add_argument("--eval-interval", type=int, help="held-out eval every this many steps (default: the demo's)")
     parser.add_argument("--eval-samples", type=int, help="samples per held-out task in the bench's sweeps (default: the world's trainer's)")
     parser.add_argument("--grace-period", type=int, help="ASHA's first rung, in steps (default: the demo's)")
-    parser.add_argument("--truth", choices=["outcome", "rules"], default="outcome",
+    parser.add_argument("--truth", choices=["outcome", "rules"],
                         help="judge against the outcome truth (default) or the grid labelled by this checkout's verdict rules (in-sample)")
     parser.add_argument("--no-judge", action="store_true",
                         help="bench: run and pack each seed's sweep, judge nothing (judging seeds run before the rules that will judge them are frozen)")
     args = parser.parse_args()
     if args.no_judge and args.mode != "bench":
         parser.error(f"--no-judge is for the bench's runs, not {args.mode!r}: it runs and packs sweeps without judging them")
+    if args.no_judge and args.truth:
+        parser.error(f"--no-judge judges nothing, so --truth {args.truth} has nothing to do: give one or the other")
+    args.truth = args.truth or "outcome"
     world = world_of(args.world, args.fine)
     if args.mode == "truth":
         make_truth(world, args.results, args.keep, args.lrs, args.grid_seeds)

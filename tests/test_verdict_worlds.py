@@ -158,6 +158,9 @@ def test_no_judge_is_refused_outside_the_bench_s_runs():
     done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py"), "judge", "--world", "mix", "--no-judge",
                            "--results", "nowhere.tar.gz"], capture_output=True, text=True)
     assert done.returncode == 2 and "--no-judge is for the bench's runs, not 'judge'" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py"), "--no-judge", "--truth", "rules"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "--truth rules has nothing to do" in done.stderr
     from bench.verdict import bench_record
 
     assert bench_record(WORLDS["mix"], "unjudged") == "verdict_bench_mix_unjudged"  # its runs' file, apart from any judged one
