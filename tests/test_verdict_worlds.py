@@ -155,11 +155,10 @@ def test_no_judge_is_refused_outside_the_bench_s_runs():
     before anything is read or run, naming the mode."""
     import subprocess
 
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py"), "judge", "--world", "mix", "--no-judge",
-                           "--results", "nowhere.tar.gz"], capture_output=True, text=True)
+    cli = [sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py")]
+    done = subprocess.run([*cli, "judge", "--world", "mix", "--no-judge", "--results", "nowhere.tar.gz"], capture_output=True, text=True)
     assert done.returncode == 2 and "--no-judge is for the bench's runs, not 'judge'" in done.stderr and "Traceback" not in done.stderr
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "verdict.py"), "--no-judge", "--truth", "rules"],
-                          capture_output=True, text=True)
+    done = subprocess.run([*cli, "--no-judge", "--truth", "rules"], capture_output=True, text=True)
     assert done.returncode == 2 and "--truth rules has nothing to do" in done.stderr
     from bench.verdict import bench_record
 
