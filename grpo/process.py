@@ -1,4 +1,4 @@
-"""This process's own resources: its resident memory, freed heap handed back, and ending a launched rank.
+"""This process's own resources: its resident memory, freed heap handed back, and starting and ending a launched rank.
 
 No torch here: the CLI's ``__main__`` guard and the sweep driver import it cheaply.
 """
@@ -42,6 +42,19 @@ def release_memory() -> None:
 def launched_rank() -> bool:
     """Whether this process is one rank of a group a launcher started (torchrun sets ``WORLD_SIZE``)."""
     return int(environ.WORLD_SIZE.get("1") or 1) > 1
+
+
+def watch_rank_crashes() -> None:
+    """Have this launched rank print every thread's Python stack to stderr if it dies in native code.
+
+    A rank that aborts inside C++ (glibc's ``free(): invalid pointer``, gloo's ``terminate called``) or
+    segfaults leaves only torchrun's "exitcode: -6" otherwise; with ``faulthandler`` its stderr names the
+    Python line each thread was on (CI lost a two-rank CPU run that way once, 2026-11-30, with no stack).
+    """
+    import faulthandler
+
+    if not faulthandler.is_enabled():
+        faulthandler.enable(all_threads=True)
 
 
 def exit_rank_process(status: int) -> NoReturn:

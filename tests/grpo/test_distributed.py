@@ -132,3 +132,19 @@ def test_visible_gpus_reads_the_variable_as_cuda_does():
     assert visible_gpus(None) is None  # unset: CUDA sees every GPU
     assert visible_gpus("") == []  # set empty: CUDA sees none
     assert visible_gpus("4, 5,") == ["4", "5"]
+
+
+def test_a_rank_that_aborts_in_native_code_prints_where_each_thread_was():
+    """``watch_rank_crashes`` (each torchrun rank of ``sweep train --workers N``): a C++ abort names the Python line."""
+    script = (
+        "import os\n"
+        "from grpo.process import watch_rank_crashes\n"
+        "watch_rank_crashes()\n"
+        "def the_line_that_aborted():\n"
+        "    os.abort()  # as glibc does on free(): invalid pointer\n"
+        "the_line_that_aborted()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == -6
+    assert "Fatal Python error: Aborted" in run.stderr and "the_line_that_aborted" in run.stderr, run.stderr
