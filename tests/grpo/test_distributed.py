@@ -100,6 +100,12 @@ def test_sweep_train_with_two_workers(tmp_path, private_cache):
     assert sorted(p.name for p in (tmp_path / "ckpt" / "global_step_2").iterdir()) == ["dcp", "rng.pt", "rng_1.pt", "trainer_state.json"]
 
 
+def run_python(script: str, without: str) -> subprocess.CompletedProcess:
+    """``python -c script`` from the repository root, with the environment less the variable that would hide what is tested."""
+    env = {k: v for k, v in os.environ.items() if k != without}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2])
+
+
 def test_a_rank_process_exits_with_its_status_and_its_output_flushed():
     """``exit_rank_process`` skips Python's finalization (gloo's exit race) but still writes what was printed."""
     script = (
@@ -108,8 +114,7 @@ def test_a_rank_process_exits_with_its_status_and_its_output_flushed():
         "exit_rank_process(3)\n"
         "print('never')\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2])
+    run = run_python(script, without="PYTHONUNBUFFERED")
     assert run.returncode == 3, run.stderr[-2000:]
     assert run.stdout == "printed before exit"
 
@@ -144,7 +149,6 @@ def test_a_rank_that_aborts_in_native_code_prints_where_each_thread_was():
         "    os.abort()  # as glibc does on free(): invalid pointer\n"
         "the_line_that_aborted()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2])
+    run = run_python(script, without="PYTHONFAULTHANDLER")
     assert run.returncode == -6
     assert "Fatal Python error: Aborted" in run.stderr and "the_line_that_aborted" in run.stderr, run.stderr
