@@ -92,7 +92,7 @@ def test_dynamic_sampling_with_two_workers(tmp_path, private_cache):
                           *(f"--set={s}" for s in sets)],
                          capture_output=True, text=True, timeout=900, env={**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)},
                          cwd=SPACE.parents[2])
-    assert run.returncode == 0, run.stdout[-1000:] + run.stderr[-3000:]  # the steps printed, and a rank's Python stacks if it aborted
+    assert run.returncode == 0, run.stdout[-1000:] + run.stderr[-6000:]  # the steps printed, and a rank's Python stacks if it aborted
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
