@@ -242,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from grpo.process import exit_rank_process, launched_rank, watch_rank_crashes
 
-    if launched_rank():  # a native abort in one of torchrun's ranks prints its Python stacks
+    rank = launched_rank()  # one of torchrun's ranks (sweep train --workers N)
+    if rank:  # a native abort prints its Python stacks
         watch_rank_crashes()
     status = main()
-    if launched_rank():  # one of torchrun's ranks (sweep train --workers N): past gloo's exit race
+    if rank:  # past gloo's exit race
         exit_rank_process(status)
     sys.exit(status)
