@@ -121,7 +121,7 @@ class ModelConfig(StrictModel):
     )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
     shipped_base: bool = Field(
-        True, description="Use the base policy shipped in grpo/bases when its recipe is this one (the demo's and the learning space's); false: build it here."
+        True, description="Use the base policy shipped in grpo/bases when its recipe is this one (the demo's and the learning space's, the mix's); false: build it here."
     )
     micro_batch_size: int | None = Field(
         None, ge=1, description="Sequences per forward/backward inside a mini-batch (gradients accumulate); None: the whole mini-batch at once."

@@ -6,10 +6,10 @@ cross-entropy on its own turns only. A short warm-start leaves a policy that sol
 others, so GRPO has signal. The result is saved under the cache directory, keyed by everything it
 depends on, and built once (a file lock keeps concurrent trials from building it twice).
 
-The demo's and the learning space's bases ship in ``grpo/bases``, built here by this code. How well a
+The demo's and the learning space's base (one recipe) and the mix's ship in ``grpo/bases``, built here by this code. How well a
 tiny model learns to copy ids and dates depends on float rounding, so another CPU's build of the same
 recipe can come out worse (README: the base is fragile). Shipping them makes every machine start from the
-base that README's numbers were measured on, and spares the 10 and 17 minutes of building them.
+base that README's numbers were measured on, and spares the 17 and 94 minutes (2 cores) of building them.
 
 A mix of environments is shaped per env (``model.warmstart_envs``: each env's weight in the batches, its
 generated task sets, its give-up share), so one base can hold the classes users see (an env it already

@@ -12,7 +12,8 @@ secrets file loaded into Ray's environment, ``--autoscaling-config``, ``--dashbo
   ``~/.bashrc`` activates it, so ``ray``, ``python`` and ``ray submit`` use it; instead of pip into the
   AMI's Python, the ``gpu`` extra (vLLM), the Qwen3-8B download and the 8-GPU check.
 - start: ``ray stop`` is dropped (it stops every Ray process on the machine, whoever started it); each
-  ``ray start`` gets the ports you pass (``--port=...``; by default cluster.yaml's), the head
+  ``ray start`` gets the ports you pass (``--ray-port port=6380`` on the command line, ``LocalCluster.ports``;
+  by default cluster.yaml's), the head
   ``--node-ip-address`` and, if given, ``--num-cpus``; workers dial the head's GCS port; ``ulimit -n
   65536`` falls back to the hard limit where that is lower and cannot be raised.
 - auth: your SSH user and key; an SSH port other than 22 through a ProxyCommand (Ray's SSH runner has
@@ -139,6 +140,18 @@ def relay(host: str, port: int) -> None:
         os.write(1, data)
 
 
+def ray_ports(pairs: list[str]) -> dict[str, int]:
+    """``--ray-port FLAG=PORT`` values as ``LocalCluster.ports``; a value that is not FLAG=PORT with PORT in
+    1-65535 raises ValueError naming it (``LocalCluster`` names an unknown FLAG)."""
+    ports = {}
+    for pair in pairs:
+        flag, _, port = pair.partition("=")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"--ray-port {pair!r}: expected FLAG=PORT with PORT 1-65535, e.g. port=6380; FLAG one of {', '.join(HEAD_PORT_FLAGS)}")
+        ports[flag.removeprefix("--")] = int(port)
+    return ports
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sweep.cluster_local", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     derive_cmd.add_argument("--ssh-port", type=int, default=22)
     derive_cmd.add_argument("--head-cpus", type=int)
     derive_cmd.add_argument("--cluster-name")
+    derive_cmd.add_argument("--ray-port", action="append", default=[], metavar="FLAG=PORT",
+                            help=f"a `ray start` port, repeat for each ({', '.join(HEAD_PORT_FLAGS)}); unset ones keep cluster.yaml's")
     derive_cmd.add_argument("-o", "--output", type=Path, required=True)
     relay_cmd = commands.add_parser("relay", help="ProxyCommand: pipe stdin/stdout to HOST:PORT")
     relay_cmd.add_argument("host")
@@ -159,9 +174,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "relay":
         relay(args.host, args.port)
         return
-    machines = LocalCluster(head_ip=args.head_ip, worker_ips=tuple(args.worker_ip), ssh_user=args.ssh_user,
-                            ssh_private_key=args.ssh_private_key, ssh_port=args.ssh_port, head_cpus=args.head_cpus,
-                            cluster_name=args.cluster_name)
+    try:
+        machines = LocalCluster(head_ip=args.head_ip, worker_ips=tuple(args.worker_ip), ssh_user=args.ssh_user,
+                                ssh_private_key=args.ssh_private_key, ssh_port=args.ssh_port, head_cpus=args.head_cpus,
+                                ports=ray_ports(args.ray_port), cluster_name=args.cluster_name)
+    except ValueError as e:
+        derive_cmd.error(str(e))
     config = derive(yaml.safe_load(args.cluster_yaml.read_text()), machines)
     args.output.write_text(f"# Derived from {args.cluster_yaml} by python -m sweep.cluster_local (README, 'Going to a cluster')\n"
                            + yaml.safe_dump(config, sort_keys=False))

@@ -17,7 +17,7 @@ def add_report_command(commands) -> None:
     p.add_argument("--min-complete", type=int, default=None, help="finished Optuna trials needed for importance (default 3)")
     for f in fields(Thresholds):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=f.default, dest=f"th_{f.name}",
-                       help=f"threshold (default {f.default:g}); see sweep/report/thresholds.py")
+                       help=f"threshold (default {f.default:g}); see sweep/verdict/thresholds.py")
     p.set_defaults(func=run_report)
 
 

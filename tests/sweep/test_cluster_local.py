@@ -93,6 +93,22 @@ def test_cli_writes_the_config(tmp_path):
     assert config["cluster_name"] == "mine" and config["provider"]["head_ip"] == "192.168.1.5" and config["max_workers"] == 0
 
 
+def test_cli_sets_ray_ports_and_names_a_bad_one(tmp_path, capsys):
+    out = tmp_path / "local.yaml"
+    main(["derive", str(CLUSTER), "--head-ip", "10.0.0.1", "--worker-ip", "10.0.0.2", "--ray-port", "port=6380",
+          "--ray-port", "object-manager-port=8076", "-o", str(out)])
+    config = yaml.safe_load(out.read_text())
+    head, worker = config["head_start_ray_commands"][-1], config["worker_start_ray_commands"][-1]
+    assert "--port=6380" in head and "--object-manager-port=8076" in head, head
+    assert "--address=$RAY_HEAD_IP:6380" in worker and "--object-manager-port=8076" in worker, worker
+    for bad, named in (("dashbord-port=1", "dashbord-port"), ("port=x", "'port=x'"), ("port=70000", "'port=70000'")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["derive", str(CLUSTER), "--head-ip", "10.0.0.1", "--ray-port", bad, "-o", str(tmp_path / "bad.yaml")])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and named in err and "dashboard-port" in err and "Traceback" not in err, err
+    assert not (tmp_path / "bad.yaml").exists()
+
+
 def test_relay_pipes_both_ways():
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     server.bind(("127.0.0.1", 0))
