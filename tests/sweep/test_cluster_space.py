@@ -28,7 +28,7 @@ def test_h100_space_validates_without_loading_a_model():
     )
     run = subprocess.run([sys.executable, "-c", code, str(H100_SPACE)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "ok — 8 trials" in run.stdout and "eval/avg_pass_at_1" in run.stdout
+    assert "ok — 8 trials" in run.stdout and "eval/score" in run.stdout
 
 
 def test_h100_space_is_the_seeds_setup():
