@@ -1,0 +1,28 @@
+"""bench/shoulder_variant.py: the fall-sign variant keeps `too high` for a held trial with huge updates only where
+a sign of a fall shows, and puts the rules back as they were."""
+
+from __future__ import annotations
+
+from bench.shoulder_variant import fall_sign_variant
+from sweep.verdict import labels
+from sweep.verdict.labels import TrialEvidence, UpdateScale, verdict
+from sweep.verdict.score import EvalPoint, Score
+
+SCALE = UpdateScale((("learner", (1e-3, 1e-3, 1e-3, 1e-3)),))
+HELD = Score(gain=0.01, low=-0.05, high=0.07, steps=(4, 6))
+
+
+def trial(entropy: list[float]) -> TrialEvidence:
+    return TrialEvidence("t", base=EvalPoint(0, 0.4), evals=[EvalPoint(4, 0.41), EvalPoint(6, 0.41)],
+                         update_kl=[5e-2] * 4, entropy=entropy)  # 50x the learner's updates
+
+
+def test_the_variant_needs_a_sign_of_a_fall_and_restores_the_rule():
+    quiet, rising = trial([0.05, 0.05, 0.05, 0.06]), trial([0.05, 0.07, 0.09, 0.12])
+    assert verdict(quiet, HELD, scale=SCALE).label == "too high" and verdict(rising, HELD, scale=SCALE).label == "too high"
+    plain = labels._huge_update
+    with fall_sign_variant():
+        calm = verdict(quiet, HELD, scale=SCALE)
+        assert (calm.label, calm.lr) == ("flat", "lower")  # held, above every learner's updates: a lower LR
+        assert verdict(rising, HELD, scale=SCALE).label == "too high"  # entropy more than doubled
+    assert labels._huge_update is plain and verdict(quiet, HELD, scale=SCALE).label == "too high"
