@@ -63,7 +63,8 @@ def main() -> int:
             figures[name] = {k: summary[k] for k in FIGURES}
             rows += [{"rules": name, "seed": r["seed"], "verdicts": r["verdicts"]} for r in per_seed]
             print(name, figures[name])
-    moved = sum(a != b for a, b in zip(*(([v[1] for r in rows if r["rules"] == n for v in r["verdicts"]]) for n in figures)))
+    labels = {n: [v[1] for r in rows if r["rules"] == n for v in r["verdicts"]] for n in figures}  # the same trials, in order
+    moved = sum(a != b for a, b in zip(labels["current"], labels["fall_sign"]))
     record(f"shoulder_variant_{world.key}", rows, {"world": world.key, "seeds": sorted({r["seed"] for r in rows}), **figures,
                                                    "trials_moved": moved, "results": ", ".join(map(str, args.results))})
     return 0
