@@ -3,7 +3,7 @@ a sign of a fall shows, and puts the rules back as they were."""
 
 from __future__ import annotations
 
-from bench.shoulder_variant import fall_sign_variant
+from bench.shoulder_variant import decide, fall_sign_variant
 from sweep.verdict import labels
 from sweep.verdict.labels import TrialEvidence, UpdateScale, verdict
 from sweep.verdict.score import EvalPoint, Score
@@ -26,3 +26,20 @@ def test_the_variant_needs_a_sign_of_a_fall_and_restores_the_rule():
         assert (calm.label, calm.lr) == ("flat", "lower")  # held, above every learner's updates: a lower LR
         assert verdict(rising, HELD, scale=SCALE).label == "too high"  # entropy more than doubled
     assert labels._huge_update is plain and verdict(quiet, HELD, scale=SCALE).label == "too high"
+
+
+def seed(rules: str, world: str, n: int, agree: list[bool], wrong: int = 0, top1: bool = True) -> dict:
+    return {"rules": rules, "world": world, "seed": n, "agree": agree, "wrong_direction": wrong, "advice_wrong_direction": 0, "top1_in_top": top1}
+
+
+def test_decide_takes_the_variant_only_if_it_agrees_more_adds_no_wrong_direction_and_keeps_number_one():
+    current = [seed("current", "mix", 5, [True, False, True]), seed("current", "hotel", 0, [True, True])]
+    better = [seed("fall_sign", "mix", 5, [True, True, True]), seed("fall_sign", "hotel", 0, [True, True])]
+    taken = decide(current + better)
+    assert taken["agreement"] == {"current": 0.8, "fall_sign": 1.0} and taken["variant_taken"]
+    same = decide(current + [dict(r, rules="fall_sign") for r in current])
+    assert not same["variant_taken"]  # no higher agreement: the rule stays
+    wrong = decide(current + [better[0], seed("fall_sign", "hotel", 0, [True, True], wrong=1)])
+    assert wrong["seeds_adding_wrong_direction"] == ["hotel 0"] and not wrong["variant_taken"]
+    lost = decide(current + [better[0], seed("fall_sign", "hotel", 0, [True, True], top1=False)])
+    assert lost["top1_in_truth_top"] == {"current": 2, "fall_sign": 1} and not lost["variant_taken"]
