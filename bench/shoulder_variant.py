@@ -72,7 +72,14 @@ def decide(rows: list[dict]) -> dict:
 
 
 def decide_main(files: list[Path]) -> int:
-    rows = [json.loads(line) for f in files for line in f.read_text().splitlines()[:-1]]  # the last line is the summary
+    rows = []
+    for f in files:
+        if not f.is_file():
+            raise SystemExit(f"decide: no file {f}")
+        mine = [json.loads(line) for line in f.read_text().splitlines()[:-1]]  # the last line is the summary
+        if not mine or any(k not in r for r in mine for k in ("rules", "world", *SEED_FIGURES)):
+            raise SystemExit(f"decide: {f} has no per-seed figures ({', '.join(SEED_FIGURES)}): side-by-side files from ba137f6 on")
+        rows += mine
     worlds = sorted({r["world"] for r in rows})
     record("shoulder_variant_decision", [], {"worlds": worlds, **decide(rows), "files": ", ".join(map(str, files))})
     return 0
