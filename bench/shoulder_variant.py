@@ -65,7 +65,7 @@ def decide(rows: list[dict]) -> dict:
     added = sorted(f"{w} {s}" for (w, s), r in by["fall_sign"].items()
                    if any(r[k] > by["current"][(w, s)][k] for k in ("wrong_direction", "advice_wrong_direction")))
     top1 = {name: sum(r["top1_in_top"] for r in seeds.values()) for name, seeds in by.items()}
-    raises = agreement["fall_sign"] is not None and agreement["current"] is not None and agreement["fall_sign"] > agreement["current"]
+    raises = None not in agreement.values() and agreement["fall_sign"] > agreement["current"]
     taken = raises and not added and top1["fall_sign"] >= top1["current"]
     return {"seeds": len(by["current"]), "trials_judged": {n: len(a) for n, a in pooled.items()}, "agreement": agreement,
             "seeds_adding_wrong_direction": added, "top1_in_truth_top": top1, "variant_taken": taken}

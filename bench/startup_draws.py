@@ -3,10 +3,9 @@
     python bench/startup_draws.py --world mix --seeds 0 1 2 3 4 --against 10 11 ... 29
 
 Optuna's TPE draws its first ``search.n_startup_trials`` trials at random from ``search.seed`` alone, before any
-trial has run: what a bench seed's sweep starts from is known without running it. Drawn here with the sweep's own
-parts (the bench's space file as ``bench/verdict.py`` writes it, ``sweep.trials.samplers.make_sampler``,
-``sweep.spec.space.OptunaSpace``); each draw named by its nearest truth-grid setting and that setting's 10-step
-truth. Reads no outcome of any bench seed, so it may be run on judging seeds. Per-seed rows, then one summary line
+trial has run: what a bench seed's sweep starts from is known without running it. Drawn here by the sweep's own
+searcher (``sweep.tuner.build_searcher`` on the bench's space file as ``bench/verdict.py`` writes it, its study in a
+temporary folder); each draw named by its nearest truth-grid setting and that setting's 10-step truth. Reads no outcome of any bench seed, so it may be run on judging seeds. Per-seed rows, then one summary line
 (seeds with a draw nearest each grid setting, for ``--seeds`` and ``--against``).
 """
 
@@ -19,27 +18,23 @@ from pathlib import Path
 
 import optuna
 
+optuna.logging.set_verbosity(optuna.logging.WARNING)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import record  # noqa: E402
 from bench.verdict import _truth, bench_space, nearest  # noqa: E402
 from bench.worlds import WORLDS  # noqa: E402
 from sweep.spec.loader import load_space  # noqa: E402
-from sweep.spec.space import OptunaSpace  # noqa: E402
-from sweep.trials.samplers import make_sampler  # noqa: E402
+from sweep.tuner import build_searcher  # noqa: E402
 
 
 def startup_lrs(space_file: Path, seed: int) -> list[float]:
-    """The learning rates of the sweep's random start for ``seed``, as its searcher draws them."""
-    cfg = load_space(space_file, {"search.seed": seed})
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(cfg.search))
-    space = OptunaSpace(cfg.space, {})
-    lrs = []
-    for _ in range(cfg.search.n_startup_trials):
-        trial = study.ask()
-        space(trial)
-        lrs.append(trial.params["optim.lr"])
-    return lrs
+    """The learning rates of the sweep's random start for ``seed``: its searcher's first suggestions."""
+    with tempfile.TemporaryDirectory() as storage:
+        cfg = load_space(space_file, {"search.seed": seed, "storage": storage})
+        searcher = build_searcher(cfg)
+        searcher.set_search_properties(cfg.search.metric, cfg.search.mode, {})
+        return [searcher.suggest(f"start{i}")["optim.lr"] for i in range(cfg.search.n_startup_trials)]
 
 
 def main() -> int:
@@ -49,7 +44,6 @@ def main() -> int:
     parser.add_argument("--against", type=int, nargs="*", default=[], help="a second seed set, counted apart")
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     world = WORLDS[args.world]
     settings = _truth(world)[str(args.steps)]["settings"]
     rows = []
