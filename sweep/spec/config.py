@@ -47,6 +47,11 @@ class SearchConfig(StrictModel):
     mode: Literal["max", "min"] = "max"
     seed: int = 0
     n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before the sampler's model takes over.")
+    startup: Literal["random", "spread"] = Field(
+        "random",
+        description="Optuna: how the startup trials are drawn: random, or spread (a Latin hypercube: each key's range, "
+        "log scale for log keys, cut into n_startup_trials equal parts, one trial in each).",
+    )
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list, description="Configs tried first (dotted key -> value), e.g. the settings you run today."
     )

@@ -123,7 +123,7 @@ def search_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> Itera
         yield f"{source}: key 'search.metric' = {search.metric!r} is not reported{hint}; allowed: {', '.join(sorted(names))}"
     sampled = [d for d in cfg.space.values() if not isinstance(d, Fixed)]
     if search.searcher != "optuna":
-        for key in ("sampler", "constant_liar", "n_startup_trials"):
+        for key in ("sampler", "constant_liar", "n_startup_trials", "startup"):
             if getattr(search, key) != type(search).model_fields[key].default:
                 yield f"{source}: key 'search.{key}' applies to the optuna searcher only (searcher is {search.searcher})"
         return

@@ -6,7 +6,8 @@
 - ``cmaes``: CMA-ES (the ``cmaes`` package) on numeric keys; choice keys are drawn at random. Trials
   stopped early count with their last value (``consider_pruned_trials``), since with ASHA most trials are.
 
-Each runs ``n_startup_trials`` random trials before its model takes over, seeded by ``search.seed``.
+Each runs ``n_startup_trials`` random trials before its model takes over, seeded by ``search.seed``; with
+``search.startup: spread`` those trials are spread over every key's range instead (``sweep.trials.spread``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import optuna
 
 from sweep.spec.config import SearchConfig
+from sweep.trials.spread import SpreadStart
 
 
 def _tpe(search: SearchConfig) -> optuna.samplers.BaseSampler:
@@ -41,4 +43,5 @@ SAMPLERS: dict[str, Callable[[SearchConfig], optuna.samplers.BaseSampler]] = {"t
 def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
     if search.sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {search.sampler!r}; allowed: {', '.join(SAMPLERS)}")
-    return SAMPLERS[search.sampler](search)
+    sampler = SAMPLERS[search.sampler](search)
+    return SpreadStart(sampler, search.n_startup_trials, search.seed) if search.startup == "spread" else sampler

@@ -196,6 +196,9 @@ def test_sampler_checks(tmp_path):
     _fails(tmp_path, GOOD.replace("{loguniform: [1.0e-4, 1.0e-2]}", "0.001") + "search: {sampler: cmaes}\n", "cmaes", "numeric keys")
     _fails(tmp_path, COND + "search: {sampler: cmaes}\n", "cmaes", "conditional keys algorithm.kl_estimator")
     _fails(tmp_path, GOOD + "search: {sampler: gp, constant_liar: false}\n", "constant_liar' applies to the tpe sampler only")
+    assert _load(tmp_path, GOOD + "search: {startup: spread}\n").search.startup == "spread"
+    _fails(tmp_path, GOOD + "search: {startup: even}\n", "search.startup", "'random' or 'spread'")
+    _fails(tmp_path, GOOD + "search: {searcher: random, startup: spread}\n", "search.startup' applies to the optuna searcher only")
 
 
 PBT = GOOD.replace("{total_steps: 3}", "{total_steps: 4, checkpoint: {interval: 1}}") + (
