@@ -1,7 +1,7 @@
 """``python -m sweep report``: what won, why, what each environment is doing, from a finished sweep.
 
 ``store`` reads the sweep (local or S3), ``load`` parses its records, ``summary`` makes the leaderboard and
-the per-env table, ``rules`` diagnoses, ``importance`` reads the Optuna study, ``trajectories`` groups
+the per-env table, ``rules`` diagnoses, ``importance`` reads the Optuna study, ``coverage`` says where the sweep looked, ``trajectories`` groups
 the eval dumps' failures, ``plots`` draws, ``build`` assembles and ``render`` writes Markdown and HTML.
 The live page (``sweep.watch.live_page``) is the same assembly and rendering of a running sweep's results so far.
 Leaves out writing the report back to S3.

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.report import plots
+from sweep.report.coverage import Looked, looked
 from sweep.report.envs import EnvRow, SweepEnv, env_advice, env_table, sweep_envs
 from sweep.report.importance import MIN_COMPLETE, Importance, param_importance
 from sweep.report.judge import TRAIN_WINDOW, Judged, judge, score_window
@@ -54,6 +55,7 @@ class Report:
     env_tables: dict[str, list[EnvRow]] = field(default_factory=dict)  # every trial's, by trial id, in the ranking's order
     envs: list[SweepEnv] = field(default_factory=list)  # each env across the sweep
     confirmation: dict | None = None  # confirm.json, once a confirm stage ran
+    looked: list[Looked] = field(default_factory=list)  # each numeric swept key's widest stretch without a trial
 
     @property
     def best(self) -> TrialSummary | None:
@@ -134,7 +136,7 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
         trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th), importance=importance,
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
         judged=judged, env_tables=env_tables, envs=sweep_envs(env_tables, {t.trial_id: t.steps for t in trials}),
-        confirmation=sweep.confirmation,
+        confirmation=sweep.confirmation, looked=looked(sweep.saved.get("space") or {}, [t.config for t in sweep.trials]),
     )
     rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), confirmation_text(rep.confirmation), env_advice(rep.envs)]))
     rep.plots = _plots(sweep, rep, out)

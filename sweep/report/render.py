@@ -145,6 +145,20 @@ def _importance(rep: Report) -> Section:
     return s
 
 
+def _looked(rep: Report) -> Section:
+    s = Section("looked", "Where the sweep looked",
+                ["Each numeric swept key's widest stretch with no trial in it (sweep/report/coverage.py: the range's ends count, "
+                 "log keys on a log scale). What lies there was not measured: `search.points_to_evaluate` there, or "
+                 "`search.startup: spread` in the next sweep, would look."])
+    s.header = ["key", "range", "trials", "widest stretch without a trial", "share of the range"]
+    for k in rep.looked:
+        span = f"{_f(k.gap_low)} to {_f(k.gap_high)}" + (f" ({k.decades:.2f} decades)" if k.decades is not None else "")
+        s.rows.append([k.key, f"{_f(k.low)} to {_f(k.high)}" + (" (log)" if k.log else ""), str(k.tried), span, f"{k.share:.0%}"])
+    if not s.rows:
+        s.lines = ["No numeric swept key (or no saved space) to measure."]
+    return s
+
+
 def _diagnoses(rep: Report) -> Section:
     s = Section("diagnoses", "Environment diagnoses", ["Explicit rules (sweep/report/rules.py) on the winner's environments (#1's rows above), with their numbers."])
     s.header = ["rule", "subject", "finding", "evidence"]
@@ -173,7 +187,7 @@ def sections(rep: Report) -> list[Section]:
     curves = Section("curves", "Learning curves", [f"Per trial, in its verdict's colour, steps shared: `{rep.metric}` (the dashed line is the "
                                                   "shared base), variance_per_prompt, the update's KL and the KL to the reference (log scales)."],
                      plots=[("learning curves", rep.plots["learning curves"])] if "learning curves" in rep.plots else [])
-    return [_verdict(rep), _leaderboard(rep), _confirmation(rep), curves, _verdicts(rep), _envs(rep), _sweep_envs(rep), _importance(rep), _diagnoses(rep), _trajectories(rep)]
+    return [_verdict(rep), _leaderboard(rep), _confirmation(rep), curves, _verdicts(rep), _envs(rep), _sweep_envs(rep), _importance(rep), _looked(rep), _diagnoses(rep), _trajectories(rep)]
 
 
 def _md_cell(text: str) -> str:

@@ -31,7 +31,7 @@ from tests.conftest import TEST_MODEL
 from tests.support.processes import kill_by_env, kill_group, pids_with_env
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ["verdict", "leaderboard", "confirmation", "curves", "verdicts", "envs", "sweep-envs", "importance", "diagnoses", "trajectories"]
+SECTIONS = ["verdict", "leaderboard", "confirmation", "curves", "verdicts", "envs", "sweep-envs", "importance", "looked", "diagnoses", "trajectories"]
 DUMP_EVERY_S = 2.0
 
 

@@ -31,6 +31,10 @@ TRIALS = {
         "variance": [0.0, 0.0], "clip": [0.0, 0.0], "kl": [0.0, 0.0], "status": "zero signal", "wall": 15.0,
     },
 }
+SPACE = {  # as sweep_config.json saves it
+    "optim.lr": {"type": "loguniform", "low": 1e-6, "high": 1e-1, "when": None},
+    "algorithm.kl_coef": {"type": "uniform", "low": 0.0, "high": 0.1, "when": None},
+}
 EPISODES = [  # (score, stop_reason, output_response)
     (1.0, "done", '<tool_call>{"name": "book_hotel", "arguments": {"hotel_id": "H01"}}</tool_call><|im_end|>\n<|im_start|>tool\nbooked B1<|im_end|>\n<|im_start|>assistant\n<done><|im_end|>'),
     (0.0, "done", "<done><|im_end|>"),
@@ -108,7 +112,7 @@ def make_sweep_dir(root: Path, study: bool = True) -> Path:
         _write_trial(root, trial_id, spec)
     board = [{"trial": t, "config": s["config"], "status": s["status"], "steps": len(s["variance"])} for t, s in TRIALS.items()]
     (root / "leaderboard.json").write_text(json.dumps(board))
-    (root / "sweep_config.json").write_text(json.dumps({"name": root.name, "scheduler": {"type": "asha"}}))
+    (root / "sweep_config.json").write_text(json.dumps({"name": root.name, "scheduler": {"type": "asha"}, "space": SPACE}))
     if study:
         _write_study(root)
     return root

@@ -79,6 +79,16 @@ def test_importance_from_the_study_and_its_reasons(report, sweep_dir, tmp_path):
     assert "not Optuna" in param_importance(None, "x").reason
 
 
+def test_where_the_sweep_looked(report, tmp_path):
+    """The saved space against the trials' configs (numbers in tests/sweep/test_coverage.py, worked by hand)."""
+    lr, kl = report.looked
+    assert (lr.key, lr.gap_low, lr.gap_high) == ("optim.lr", 1e-6, 1e-4) and lr.share == pytest.approx(0.4)
+    assert (kl.key, kl.gap_low, kl.gap_high) == ("algorithm.kl_coef", 0.01, 0.1) and kl.share == pytest.approx(0.9)
+    _, _, markdown = write_report(report, tmp_path / "r")
+    assert "## Where the sweep looked" in markdown
+    assert "| optim.lr | 1.00e-06 to 0.1 (log) | 4 | 1.00e-06 to 1.00e-04 (2.00 decades) | 40% |" in markdown
+
+
 def test_trajectory_failures_grouped_with_an_example(report):
     a = report.trajectories
     assert a.episodes == 5 * 4 and a.envs[0].pass_rate == pytest.approx(0.2)

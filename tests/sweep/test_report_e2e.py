@@ -16,6 +16,7 @@ from sweep.__main__ import main
 from sweep.report.build import build_report
 from sweep.report.envs import env_status
 from sweep.verdict.thresholds import Thresholds
+from tests.sweep.live_watch import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", Path(tempfile.gettempdir()) / "artifacts")) / "sweep-report"
@@ -102,7 +103,7 @@ def test_the_page_renders_in_headless_chromium(real_sweep, tmp_path):
     assert marker in dom, dom[-2000:]
     seen = json.loads(dom.split(marker, 1)[1].split('"', 1)[0].replace("&quot;", '"'))
     assert seen["leaderboard_rows"] == len(list(real_sweep.glob("*/result.json")))
-    assert seen["sections"] == ["verdict", "leaderboard", "confirmation", "curves", "verdicts", "envs", "sweep-envs", "importance", "diagnoses", "trajectories"]
+    assert seen["sections"] == SECTIONS
     assert [(i[0], i[1]) for i in seen["images"]] == [("plot-learning-curves", True), ("plot-score-vs-swept-keys", True)]
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
