@@ -148,7 +148,7 @@ def _importance(rep: Report) -> Section:
 def _looked(rep: Report) -> Section:
     s = Section("looked", "Where the sweep looked",
                 ["Each numeric swept key's widest stretch with no trial in it (sweep/report/coverage.py: the range's ends count, "
-                 "log keys on a log scale). What lies there was not measured: `search.points_to_evaluate` there, or "
+                 "log keys on a log scale). What lies there was not measured: `search.points_to_evaluate` there, or (Optuna) "
                  "`search.startup: spread` in the next sweep, would look."])
     s.header = ["key", "range", "trials", "widest stretch without a trial", "share of the range"]
     for k in rep.looked:
