@@ -27,6 +27,12 @@ def stratum(seed: int, name: str, number: int, n: int) -> int:
     return order[number]
 
 
+def fraction(seed: int, name: str, number: int, n: int) -> float:
+    """Where in [0, 1) of key ``name``'s range startup trial ``number`` lies: its part, at the key's one offset."""
+    offset = random.Random(f"{seed}/{name}/offset").random()
+    return (stratum(seed, name, number, n) + offset) / n
+
+
 def at(u: float, distribution: BaseDistribution) -> Any:
     """The value at fraction ``u`` in [0, 1) of a distribution's range: log scale for log keys, equal shares of the
     values for stepped and choice keys."""
@@ -65,9 +71,7 @@ class SpreadStart(optuna.samplers.BaseSampler):
     def sample_independent(self, study, trial, param_name: str, param_distribution: BaseDistribution) -> Any:
         if not self._starting(trial):
             return self.sampler.sample_independent(study, trial, param_name, param_distribution)
-        part = stratum(self.seed, param_name, trial.number, self.n)
-        offset = random.Random(f"{self.seed}/{param_name}/offset").random()
-        return at((part + offset) / self.n, param_distribution)
+        return at(fraction(self.seed, param_name, trial.number, self.n), param_distribution)
 
     def before_trial(self, study, trial) -> None:
         self.sampler.before_trial(study, trial)

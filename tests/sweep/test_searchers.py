@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from optuna.distributions import FloatDistribution
 
+from sweep.trials.spread import at, fraction
 from tests.sweep.tiny_sweep import fit, load_space, ray_session, study, tiny_trainer  # noqa: F401 (ray_session is a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.usefixtures("ray_session")]
@@ -21,7 +23,7 @@ def test_optuna_tpe_with_a_conditional_key(tmp_path):
         "name": "tpe",
         "trainer": tiny_trainer(total_steps=1),
         "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}, **KL},
-        "search": {"searcher": "optuna", "sampler": "tpe", "num_samples": 3, "n_startup_trials": 2, "seed": 3,
+        "search": {"searcher": "optuna", "sampler": "tpe", "num_samples": 3, "n_startup_trials": 2, "seed": 3, "startup": "spread",
                    "points_to_evaluate": [{"optim.lr": 1e-3, "algorithm.kl_coef": 0.0}]},
         "scheduler": {"type": "fifo"},
     })
@@ -30,6 +32,8 @@ def test_optuna_tpe_with_a_conditional_key(tmp_path):
     trials = study(cfg).trials
     assert len(trials) == 3 and all(t.state.name == "COMPLETE" for t in trials)
     assert trials[0].params == {"optim.lr": 1e-3, "algorithm.kl_coef": 0.0}  # the starting point, and no estimator: it did not matter
+    # trial 1 is the spread start's (sweep/trials/spread.py): its LR where the key's order and offset put it
+    assert trials[1].params["optim.lr"] == pytest.approx(at(fraction(3, "optim.lr", 1, 2), FloatDistribution(1e-4, 1e-2, log=True)))
     for t in trials:
         assert ("algorithm.kl_estimator" in t.params) == (t.params["algorithm.kl_coef"] > 0)
     for r in results:  # every trial's config says what ran, the inactive estimator as the base trainer's
