@@ -1,9 +1,9 @@
-"""The held-with-huge-updates rule as it is vs a variant that also asks for a sign of a fall, on packed bench sweeps.
+"""The held-with-huge-updates rule as it was (a482e2a's) vs the variant that also asks for a sign of a fall, on packed bench sweeps.
 
     python bench/shoulder_variant.py --world mix --results bench/data/verdict_sweeps/mix_s[0-9]_10steps_*.tar.gz
     python bench/shoulder_variant.py decide bench/data/shoulder_variant_mix_*.jsonl bench/data/shoulder_variant_hotel_*.jsonl
 
-`too high` for a trial that held has one rule (``sweep.verdict.labels._huge_update``): its updates above 10x those of
+`too high` for a trial that held had one rule (``sweep.verdict.labels._huge_update``): its updates above 10x those of
 every learner of its sweep. The variant keeps that call only where the trial also shows a sign of a fall
 (``_blowup``: KL to the reference, entropy, clip fraction or failed tool turns); without one the trial goes on to the
 later rules (flat, advising a lower LR, or undecided). Both judge the same packs against the world's frozen outcome
@@ -13,6 +13,9 @@ before the mix's judging seeds 30-39 are judged). Per-seed rows of both, then on
 ``decide`` applies the test written down before mix tuning seeds 5-9 ran (docs/decisions.md), to one such file per
 world, all their seeds together: the variant is taken if it raises agreement with the truth, adds no
 wrong-direction verdict or advice in any seed, and leaves #1 in the truth's top set as often; otherwise the rule stays.
+It was taken on 2026-12-01 (``bench/data/shoulder_variant_decision_2026-12-01_012742_a778f6f.jsonl``) and is now the
+rule (``sweep.verdict.labels._held_too_high``); rows and files still name the old rule ``current`` and the variant
+``fall_sign``, so a run at any commit compares the same two rules.
 """
 
 from __future__ import annotations
@@ -37,21 +40,22 @@ FIGURES = ("top1_in_truth_top", "wrong_direction", "advice_wrong_direction", "ve
 
 
 @contextlib.contextmanager
-def fall_sign_variant() -> Iterator[None]:
-    """The verdict rules with the variant in place of the held-with-huge-updates rule, for the block's length."""
+def huge_alone_rule() -> Iterator[None]:
+    """The verdict rules as they were before 2026-12-01 (``current`` in the rows), for the block's length: a held
+    trial with updates far above the learners' is too high with or without a sign of a fall."""
     from sweep.verdict import labels
 
-    plain = labels._huge_update
+    rule = labels._held_too_high
 
-    def with_a_sign(t, th, scale):
-        huge = plain(t, th, scale)
-        return huge if huge and labels._blowup(t, th or labels.Thresholds()) else None
+    def huge_alone(t, th, scale):
+        huge = labels._huge_update(t, th, scale)
+        return f"{huge}{labels._blowup(t, th)}" if huge else None
 
-    labels._huge_update = with_a_sign
+    labels._held_too_high = huge_alone
     try:
         yield
     finally:
-        labels._huge_update = plain
+        labels._held_too_high = rule
 
 
 def decide(rows: list[dict]) -> dict:
@@ -96,7 +100,7 @@ def main() -> int:
     truth = _truth(world)
     rows, figures = [], {}
     with opened(args.results) as folders:
-        for name, rules in (("current", contextlib.nullcontext()), ("fall_sign", fall_sign_variant())):
+        for name, rules in (("current", huge_alone_rule()), ("fall_sign", contextlib.nullcontext())):
             with rules, contextlib.redirect_stdout(io.StringIO()):
                 per_seed, steps = judged_seeds(world, args.results, folders, truth)
             summary = summarize(world, per_seed, steps, truth, folders)

@@ -1,9 +1,9 @@
-"""bench/shoulder_variant.py: the fall-sign variant keeps `too high` for a held trial with huge updates only where
-a sign of a fall shows, and puts the rules back as they were."""
+"""bench/shoulder_variant.py: the rule (since 2026-12-01) keeps `too high` for a held trial with huge updates only
+where a sign of a fall shows; the bench's old rule calls it too high either way, and puts the rule back after."""
 
 from __future__ import annotations
 
-from bench.shoulder_variant import decide, fall_sign_variant
+from bench.shoulder_variant import decide, huge_alone_rule
 from sweep.verdict import labels
 from sweep.verdict.labels import TrialEvidence, UpdateScale, verdict
 from sweep.verdict.score import EvalPoint, Score
@@ -17,15 +17,15 @@ def trial(entropy: list[float]) -> TrialEvidence:
                          update_kl=[5e-2] * 4, entropy=entropy)  # 50x the learner's updates
 
 
-def test_the_variant_needs_a_sign_of_a_fall_and_restores_the_rule():
+def test_the_rule_needs_a_sign_of_a_fall_and_the_old_rule_is_put_back():
     quiet, rising = trial([0.05, 0.05, 0.05, 0.06]), trial([0.05, 0.07, 0.09, 0.12])
-    assert verdict(quiet, HELD, scale=SCALE).label == "too high" and verdict(rising, HELD, scale=SCALE).label == "too high"
-    plain = labels._huge_update
-    with fall_sign_variant():
-        calm = verdict(quiet, HELD, scale=SCALE)
-        assert (calm.label, calm.lr) == ("flat", "lower")  # held, above every learner's updates: a lower LR
-        assert verdict(rising, HELD, scale=SCALE).label == "too high"  # entropy more than doubled
-    assert labels._huge_update is plain and verdict(quiet, HELD, scale=SCALE).label == "too high"
+    calm = verdict(quiet, HELD, scale=SCALE)
+    assert (calm.label, calm.lr) == ("flat", "lower")  # held, above every learner's updates: a lower LR
+    assert verdict(rising, HELD, scale=SCALE).label == "too high"  # entropy more than doubled
+    rule = labels._held_too_high
+    with huge_alone_rule():
+        assert verdict(quiet, HELD, scale=SCALE).label == "too high" and verdict(rising, HELD, scale=SCALE).label == "too high"
+    assert labels._held_too_high is rule and verdict(quiet, HELD, scale=SCALE).label == "flat"
 
 
 def seed(rules: str, world: str, n: int, agree: list[bool], wrong: int = 0, top1: bool = True) -> dict:

@@ -13,7 +13,8 @@ the steps both ran (``UpdateScale``): no absolute scale, and no bias from a deca
     too high     held-out pass@1 fell below the base by more than noise, or rose and collapsed back
     no signal    every group's rewards were equal at every step: nothing to learn from
     learns       held-out pass@1 rose above the base by more than noise
-    too high     it held, so far, and its updates were far larger than the largest that learned in the same sweep
+    too high     it held, so far, its updates were far larger than the largest that learned in the same sweep, and its
+                 curves show a sign of a fall (KL to the reference, entropy, clip fraction or failed tool turns rising)
     too low      it held, and its updates were far smaller than the gentlest that learned in the same sweep
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
     learns       it held within noise, its estimate a gain worth having (≥ ``min_delta``), and its updates lie
@@ -21,7 +22,8 @@ the steps both ran (``UpdateScale``): no absolute scale, and no bias from a deca
     undecided    it held within noise, yet its estimate is a change worth having (|gain| ≥ ``min_delta``):
                  too few evals to tell learning (or harm) from noise
     flat         it held, by less than ``min_delta``, although the updates moved the policy (its advice by where its
-                 updates stand among the learners': below them a higher LR, above them a lower one)
+                 updates stand among the learners': below them a higher LR, above them a lower one; so a trial with
+                 huge updates and no sign of a fall yet is flat, advised a lower LR)
 """
 
 from __future__ import annotations
@@ -175,6 +177,15 @@ def _huge_update(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) ->
     return _against_words(largest, "", f"the largest update that learned in this sweep (above {th.huge_update_ratio:g}x)")
 
 
+def _held_too_high(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) -> str | None:
+    """The evidence that a trial that held is too high, or None: updates far larger than any learner's and a sign of
+    a fall in its curves. Huge updates alone go on to the later rules (flat, advised a lower LR): taken 2026-12-01 by
+    the test written before mix tuning seeds 5-9 ran (docs/decisions.md; ``bench/shoulder_variant.py``)."""
+    huge = _huge_update(t, th, scale)
+    signs = _blowup(t, th) if huge else ""
+    return f"{huge}{signs}" if huge and signs else None
+
+
 def _against_words(c: Comparison, norm: str, what: str) -> str:
     """A comparison of update sizes in words, for both rules."""
     return (f"median update KL {c.kl:.1e}{norm} over its first {c.steps} steps, {c.ratio:.2g}x that of trial {c.learner} over the same steps "
@@ -200,8 +211,8 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
                                     "rewards were equal (other tasks, more samples per prompt or another base)")
     if s.moved == "rose":
         return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
-    if huge := _huge_update(t, th, scale):
-        return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {huge}{_blowup(t, th)}; "
+    if held := _held_too_high(t, th, scale):
+        return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {held}; "
                                    "lower the LR or raise kl_coef", "lower")
     if tiny := _tiny_update(t, th, scale):
         return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates were too small to move it: {tiny}; raise the LR", "raise")

@@ -148,24 +148,30 @@ def test_too_low_is_measured_against_the_sweep_s_own_update_size(scale):
 
 @pytest.mark.parametrize("scale", [1.0, 1e-4])
 def test_too_high_by_update_size_is_measured_against_the_largest_learner(scale):
-    """Mirror of "too low": a trial that held with updates far above the largest that learned in its sweep is
-    too high (the grid's LRs past the band hold a few steps, then fall); one a few times above is not; and the
-    same sweep at 1e-4 the scale gets the same labels."""
+    """Mirror of "too low": a trial that held with updates far above the largest that learned in its sweep, and a
+    sign of a fall in its curves, is too high (the grid's LRs past the band hold a few steps, then fall); the same
+    updates with no sign yet are flat, advised a lower LR (the rule taken 2026-12-01 on the tuning seeds); one a
+    few times above is flat; and the same sweep at 1e-4 the scale gets the same labels."""
     th = Thresholds()
     held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
     rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
-    kls = {"gentle": 1e-3, "bold": 4e-3, "big": 4e-3 * th.huge_update_ratio / 3, "huge": 4e-3 * th.huge_update_ratio * 3}
-    evals = {"gentle": rose, "bold": rose, "big": held, "huge": held}
+    huge = 4e-3 * th.huge_update_ratio * 3
+    kls = {"gentle": 1e-3, "bold": 4e-3, "big": 4e-3 * th.huge_update_ratio / 3, "huge": huge, "quiet": huge}
+    evals = {"gentle": rose, "bold": rose, "big": held, "huge": held, "quiet": held}
+    failing = {"huge": [0.22] * 9 + [0.42]}  # failed tool turns rising by 0.2: a sign of a fall (0.1 is the bar)
     scores = score_trials(BASE, evals, size=2)
-    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=[kls[k] * scale] * 10, variance_per_prompt=[0.1] * 10) for k in kls}
+    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=[kls[k] * scale] * 10, variance_per_prompt=[0.1] * 10,
+                               tool_error_rate=failing.get(k, [0.22] * 10)) for k in kls}
     found = update_scale([(trials[k], scores[k]) for k in trials])
     labels = {k: verdict(trials[k], scores[k], th, found) for k in trials}
-    assert {k: v.label for k, v in labels.items()} == {"gentle": "learns", "bold": "learns", "big": "flat", "huge": "too high"}
+    assert {k: v.label for k, v in labels.items()} == {"gentle": "learns", "bold": "learns", "big": "flat", "huge": "too high", "quiet": "flat"}
     assert f"{3 * th.huge_update_ratio:.2g}x that of trial bold" in labels["huge"].why and "lower the LR" in labels["huge"].why
+    assert "failed tool turns 0.22 → 0.42" in labels["huge"].why
+    assert "more than any learner did" in labels["quiet"].why and "a lower LR" in labels["quiet"].why
     # flat above every learner's update: the advice points down, with the comparison to the largest learner
     assert "more than any learner did" in labels["big"].why and f"{th.huge_update_ratio / 3:.2g}x that of trial bold" in labels["big"].why
     assert "a lower LR" in labels["big"].why and "higher LR" not in labels["big"].why
-    assert {k: v.lr for k, v in labels.items()} == {"gentle": "", "bold": "", "big": "lower", "huge": "lower"}
+    assert {k: v.lr for k, v in labels.items()} == {"gentle": "", "bold": "", "big": "lower", "huge": "lower", "quiet": "lower"}
     alone = update_scale([(trials["huge"], scores["huge"])])  # no learner: nothing says how big is too big
     assert alone is None and verdict(trials["huge"], scores["huge"], th, alone).label == "flat"
 
