@@ -45,8 +45,9 @@ class Thresholds:
     0.5 and 0.9 gave the same agreement and 0.01 left six trials whose truth is too low called flat (docs/decisions.md)."""
     huge_update_ratio: float = 10.0
     """a trial that held is too high when its median policy/update_kl is above this multiple of that of every trial
-    of its sweep that learned, over the same steps (``tiny_update_ratio``'s mirror): an LR about 3x above the
-    boldest learner, where the truth grid's runs begin to fall (3e-4 against a band ending at 1e-4)."""
+    of its sweep that learned, over the same steps (``tiny_update_ratio``'s mirror), and its curves show a sign of a
+    fall (since 2026-12-01: ``labels._held_too_high``): an LR about 3x above the boldest learner, where the truth
+    grid's runs begin to fall (3e-4 against a band ending at 1e-4)."""
     collapse: float = 0.1
     """a drop of held-out pass@1 from the trial's best trained eval to its last at least this large, ending
     at or below the base, is a collapse."""
