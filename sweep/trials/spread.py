@@ -1,8 +1,8 @@
 """A spread start (``search.startup: spread``): the sampler's first trials cut each key's range into equal parts, one trial in each.
 
 TPE, GP and CMA-ES draw their first ``search.n_startup_trials`` trials at random. With three or four of them a sweep
-often leaves a stretch of a key's range unvisited before the sampler's model takes over, and the model rarely goes
-where nothing was tried (``bench/startup_draws.py`` shows, seed by seed, where a sweep's start lands).
+often leaves a stretch of a key's range unvisited before the sampler's model takes over, and the model's trials go
+where the start's best went (``bench/startup_draws.py`` shows, seed by seed, where a sweep's start lands).
 Spread draws those trials as a Latin hypercube instead: for every sampled key, the n startup trials fall one in each
 n-th of its range (of its logarithm, for a log key; of its values, for a stepped or choice key), at one offset inside
 every part drawn per key (a shifted lattice: no stretch wider than 1/n of the range lies between two of them), the
