@@ -15,7 +15,6 @@ its mean over seeds and the ratio spread / random).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.record import record  # noqa: E402
 from bench.verdict import _truth, bench_space, nearest  # noqa: E402
 from bench.worlds import WORLDS  # noqa: E402
+from sweep.report.coverage import looked  # noqa: E402
 from sweep.spec.loader import load_space  # noqa: E402
 from sweep.tuner import build_searcher  # noqa: E402
 
@@ -42,9 +42,9 @@ def startup_lrs(space_file: Path, seed: int, startup: str = "random") -> list[fl
 
 
 def widest_gap(lrs: list[float], low: float, high: float) -> float:
-    """The widest stretch of [low, high], in decades, with no draw in it (the range's ends count as edges)."""
-    edges = sorted([math.log10(low), *(math.log10(lr) for lr in lrs), math.log10(high)])
-    return max(b - a for a, b in zip(edges, edges[1:]))
+    """The widest stretch of [low, high], in decades, with no draw in it: the report's ``sweep.report.coverage``."""
+    (lr,) = looked({"optim.lr": {"type": "loguniform", "low": low, "high": high}}, [{"optim.lr": x} for x in lrs])
+    return lr.decades
 
 
 def main() -> int:
