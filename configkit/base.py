@@ -109,7 +109,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing, binary or non-UTF-8 file, a key given twice or a non-mapping top
     level is a ConfigError naming the file."""
     path = Path(path)
-    data = parse_yaml(read_text(path, "YAML file"), str(path)) or {}
+    data = parse_yaml(read_text(path, "YAML file"), str(path))
+    if data is None:  # not taken as "every default": an empty file is more likely the wrong file, or one cut short
+        raise ConfigError(f"{path}: empty (no keys, or only comments); write its keys, or name the file you meant")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
     return data

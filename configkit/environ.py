@@ -85,6 +85,7 @@ PYTHONPATH = Variable("PYTHONPATH", "env server processes find this checkout's p
 WORLD_SIZE = Variable("WORLD_SIZE", "torchrun's (and Ray Train's) number of ranks")
 LOCAL_RANK = Variable("LOCAL_RANK", "this rank's GPU on its node (torchrun, Ray Train)")
 RAY_ADDRESS = Variable("RAY_ADDRESS", "sweep validate checks resources against the running Ray cluster there")
+RAY_OVERRIDE_RESOURCES = Variable("RAY_OVERRIDE_RESOURCES", "Ray's own override of a node's resources: sweep run then leaves its early resource check to the Ray it starts")
 NETRC = Variable("NETRC", "where `wandb login` keeps its key (default ~/.netrc): online W&B without WANDB_API_KEY")
 AWS_ENDPOINT_URL = Variable("AWS_ENDPOINT_URL", "an S3-compatible endpoint for s3:// storage without endpoint_override in the URI")
 AWS_REGION = Variable("AWS_REGION", "the S3 region for s3:// storage")

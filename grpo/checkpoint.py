@@ -26,9 +26,10 @@ from typing import Any
 
 import torch
 
+from grpo.config import CHECKPOINT_STATE_FILE
 from grpo.distributed import ONE_PROCESS, Ranks, barrier
 
-STATE_FILE = "trainer_state.json"
+STATE_FILE = CHECKPOINT_STATE_FILE
 RNG_FILE = "rng.pt"
 SAVED_ADAPTER = "default"  # peft's name for a lone adapter; a packed trial's is saved under it
 

@@ -20,6 +20,7 @@ from toolenvs.backend import BackendConfig, LocalBackendConfig, absorb_moved_key
 CurriculumLevel = Literal["task", "env", "both"]  # data.curriculum.level (grpo.curriculum reads its names from here)
 EnvPotential = Literal["pooled", "tasks"]  # data.curriculum.env_potential
 
+CHECKPOINT_STATE_FILE = "trainer_state.json"  # what makes a folder a grpo-sweep checkpoint (grpo.checkpoint writes it last)
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
 

@@ -24,9 +24,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from configkit.base import ConfigError
+from configkit.outputs import check_output_file
 
 if TYPE_CHECKING:
     from sweep.store.storage import Storage
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (a count of workers or samples)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1; give 1 or more")
+    return value
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -62,10 +74,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     watch = _watch(args)
     sets = parse_sets(args.set)
-    if args.storage is not None:  # --storage "" is refused by name, not ignored
-        sets["storage"] = args.storage
-    if args.num_samples is not None:
-        sets["search.num_samples"] = args.num_samples
+    for flag, key, value in (("--storage", "storage", args.storage), ("--num-samples", "search.num_samples", args.num_samples)):
+        if value is None:  # --storage "" is refused by name, not ignored
+            continue
+        if key in sets:
+            raise ConfigError(f"{flag} and --set {key} both given: give one")
+        sets[key] = value
     cfg = load_space(args.space, sets)
     store = _reachable(cfg.storage)
     from sweep.confirm import confirm_stage
@@ -140,6 +154,8 @@ def _show_base_policy_build() -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from sweep.spec.loader import load_trainer, parse_sets
 
+    if args.metrics_jsonl:  # appended to: it may exist, but must be a file that can be written
+        check_output_file(args.metrics_jsonl, "--metrics-jsonl", appends=True)
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
@@ -159,6 +175,8 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     from sweep.forecast import candidate_sizes, probe, render
     from sweep.spec.loader import load_trainer, parse_sets
 
+    if args.save_probe:  # checked before the probe's minutes, not after
+        check_output_file(args.save_probe, "--save-probe", args.force)
     # the probe reads no prior, and may be what makes the file a space's data.curriculum.prior_path names
     cfg, sweep_cfg = load_trainer(args.config, {**parse_sets(args.set), "data.curriculum.prior_path": None})
     _show_base_policy_build()
@@ -175,6 +193,8 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 def _cmd_envs_check(args: argparse.Namespace) -> int:
     from toolenvs.check import main as check_main
 
+    if args.write:  # checked before the replay, not after
+        check_output_file(args.write, "--write", args.force)
     return check_main(args.tasks, args.write)
 
 
@@ -209,14 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="run one trial without Tune (a trainer YAML, or a space file's base)")
     train.add_argument("config", type=Path)
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
-    train.add_argument("--workers", type=int, default=1, help="FSDP2 ranks (processes started through torchrun)")
+    train.add_argument("--workers", type=at_least_one, default=1, help="FSDP2 ranks (processes started through torchrun)")
     train.add_argument("--metrics-jsonl", type=Path, help="append every step's full metrics as JSON lines")
     train.set_defaults(func=_cmd_train)
     forecast = commands.add_parser("forecast", help="probe the base policy and predict zero-variance groups per n")
     forecast.add_argument("config", type=Path, help="a space file or a trainer YAML")
-    forecast.add_argument("--k", type=int, default=8, help="samples per task in the probe")
+    forecast.add_argument("--k", type=at_least_one, default=8, help="samples per task in the probe")
     forecast.add_argument("--save-probe", type=Path, metavar="PATH",
                           help="write the probe's per-task success counts as JSON, the curriculum's prior (data.curriculum.prior_path)")
+    forecast.add_argument("--force", action="store_true", help="replace the --save-probe file if it exists (refused without it)")
     forecast.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override, repeatable")
     forecast.set_defaults(func=_cmd_forecast)
     from sweep.report.cli import add_report_command  # the report's flags live beside it
@@ -230,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd = envs_commands.add_parser("check", help="replay every reference solution against the live server")
     check_cmd.add_argument("tasks", type=Path, nargs="*", help="JSONL task files (default: every shipped file in toolenvs/data)")
     check_cmd.add_argument("--write", type=Path, help="write the tasks whose solution passes to this file")
+    check_cmd.add_argument("--force", action="store_true", help="replace the --write file if it exists (refused without it)")
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)
     try:

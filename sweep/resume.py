@@ -33,8 +33,27 @@ def sweep_exists(store: Storage, name: str) -> bool:
     return store.exists(name, STATE_FILE) or store.exists(name, CONFIG_FILE)
 
 
+OWN_BEFORE_CONFIG = ("base_evals",)  # what a start writes in the sweep's folder before its config (sweep.run.run_sweep)
+
+
+def foreign_entries(store: Storage, name: str) -> list[str]:
+    """What is in the folder ``{storage}/{name}`` that no sweep wrote there, when it is not a sweep's folder:
+    the user's own files, which neither ``run`` nor ``--fresh`` may delete."""
+    if sweep_exists(store, name):
+        return []
+    return [entry for entry in store.entries(name) if entry not in OWN_BEFORE_CONFIG]
+
+
 def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:
-    """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study)."""
+    """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study), and a folder of
+    the sweep's name that holds anything else always: it is not ours to delete."""
+    foreign = foreign_entries(store, name)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ConfigError(
+            f"{store.display(name)} exists and is not a sweep's folder (it holds {shown}); a sweep named {name!r} would "
+            "replace it. Give the sweep another name (key 'name') or storage (--storage), or move that folder away"
+        )
     if sweep_exists(store, name) and not fresh:
         raise ConfigError(
             f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "

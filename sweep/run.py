@@ -35,6 +35,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
     from sweep.trials.base_evals import prepare_bases
 
+    check_machine(cfg)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space)
@@ -66,6 +67,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
+    check_machine(cfg)
     prepare_environment()
     prepare_bases(cfg, store)
     pull_study(store, name)  # before the restore unpickles the searcher, which opens the study
@@ -204,6 +206,15 @@ def prepare_environment() -> None:
     if environ.GRPO_SWEEP_CACHE.is_set():  # trials run in their own directories
         environ.GRPO_SWEEP_CACHE.set(str(Path(environ.GRPO_SWEEP_CACHE.get() or "").expanduser().resolve()))
     snapshot_often()
+
+
+def check_machine(cfg: SweepConfig) -> None:
+    """Before anything starts: a trial the Ray to be started here could not hold (``local_resources``), refused."""
+    from sweep.spec.resource_checks import local_resources
+
+    here = local_resources()
+    if here is not None:
+        check_resources(cfg, here)
 
 
 def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:

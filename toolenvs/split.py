@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from configkit.base import ConfigError
+from configkit.outputs import check_output_folder
 from toolenvs.task import Task, load_task_files
 
 
@@ -81,9 +82,12 @@ def split_tasks(tasks: list[Task], spec: SplitSpec) -> Split:
     return split
 
 
+SPLIT_FILES = ("train.jsonl", "eval.jsonl")
+
+
 def write_split(split: Split, out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
-    paths = out / "train.jsonl", out / "eval.jsonl"
+    paths = out / SPLIT_FILES[0], out / SPLIT_FILES[1]
     for path, tasks in zip(paths, (split.train, split.eval)):
         path.write_text("".join(json.dumps(t.model_dump(exclude_none=True), sort_keys=True) + "\n" for t in tasks))
     return paths
@@ -112,6 +116,7 @@ def render(split: Split, spec: SplitSpec, method: str = "seeded") -> None:
 
 
 def run_split(args: argparse.Namespace) -> int:
+    check_output_folder(args.out, "--out", SPLIT_FILES, args.force)  # before the split: nothing there is replaced unasked
     tasks = load_task_files(args.tasks)
     if args.method == "fleet":
         from toolenvs.fleet_split import MAX_ENV_TRAIN_RATIO, MAX_EVAL_PROMPTS, fleet_split
@@ -160,6 +165,7 @@ def add_data_command(commands) -> None:
     p = data_commands.add_parser("split", help="split task files (JSON lines, or Fleet's JSON export) into train.jsonl and eval.jsonl")
     p.add_argument("tasks", type=Path, nargs="+", help="task files")
     p.add_argument("--out", type=Path, required=True, help="directory for train.jsonl and eval.jsonl")
+    p.add_argument("--force", action="store_true", help="replace train.jsonl and eval.jsonl already in --out (refused without it)")
     p.add_argument("--method", choices=["seeded", "fleet"], default="seeded",
                    help="seeded: per env by seed (default); fleet: Fleet's own rules, as SkyRL's prepare_dataset.py makes them")
     p.add_argument("--eval-ratio", type=float, default=0.2, help="share of each env's tasks held out for eval (default 0.2)")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import fields
 from pathlib import Path
 
-from sweep.verdict.thresholds import Thresholds
+from configkit.base import ConfigError
+from configkit.outputs import check_output_folder
+from sweep.verdict.thresholds import Thresholds, threshold_problems
 
 
 def add_report_command(commands) -> None:
@@ -25,10 +28,17 @@ def run_report(args: argparse.Namespace) -> int:
     from sweep.report import make_report
 
     thresholds = Thresholds(**{f.name: getattr(args, f"th_{f.name}") for f in fields(Thresholds)})
+    problems = threshold_problems(thresholds)
+    if args.min_complete is not None and args.min_complete < 1:
+        problems.append(f"--min-complete = {args.min_complete}: allowed: a whole number of 1 or more")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    if args.out is not None:
+        check_output_folder(args.out, "--out")
     try:
         out, markdown = make_report(args.sweep, args.out, thresholds, args.min_complete)
     except FileNotFoundError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(markdown)
     print(f"\nreport: {out / 'index.html'}")

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from configkit.base import ConfigError
 from sweep.report.store import SweepStore
 from sweep.store.results import trial_id_of
 from sweep.trials import attempts
@@ -65,6 +66,18 @@ def _json_lines(text: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def _json_file(store: SweepStore, name: str, missing: Any) -> Any:
+    """One of the sweep's JSON records (``missing`` when it is absent or empty); a damaged one is a ConfigError naming it."""
+    text = store.read_text(name)
+    if not text:
+        return missing
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{store.uri.split('?')[0].rstrip('/')}/{name}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
+                          "the sweep's record is damaged; restore it (or move it away to report without it)") from None
+
+
 def _dump_results(store: SweepStore, traj: str, step: int) -> tuple[dict[str, list[int]], dict[str, str]]:
     """Per task ``[passes, valid episodes]`` and its env, from one eval's dumps (``global_step_N/{env_key}.jsonl``)."""
     tasks: dict[str, list[int]] = {}
@@ -115,7 +128,7 @@ def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
 def load_trial(store: SweepStore, folder: str) -> TrialData:
     tried = _attempts(store, folder)
     rows = _history(store, folder, tried)
-    params = json.loads(store.read_text(f"{folder}/params.json") or "{}")
+    params = _json_file(store, f"{folder}/params.json", {})
     error = (store.read_text(f"{folder}/error.txt") or "").strip()
     return trial_from_rows(store, trial_id_of(folder, rows), folder, params, rows, error, attempts.restarts(tried))
 
@@ -144,16 +157,15 @@ def load_sweep(store: SweepStore) -> SweepData:
     if not folders:
         raise FileNotFoundError(f"{store.uri}: no trial folders with result.json: is this a sweep's {{storage}}/{{name}} directory?")
     trials = [load_trial(store, d) for d in folders]
-    board_text = store.read_text("leaderboard.json")
-    board = json.loads(board_text) if board_text else None
+    board = _json_file(store, "leaderboard.json", None)
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
     return sweep_of(store, trials, board, keys)
 
 
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
     """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
-    saved = json.loads(store.read_text("sweep_config.json") or "{}")
-    confirmation = json.loads(store.read_text("confirm.json") or "null")
+    saved = _json_file(store, "sweep_config.json", {})
+    confirmation = _json_file(store, "confirm.json", None)
     return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation)
 
 

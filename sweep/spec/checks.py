@@ -15,7 +15,7 @@ from typing import Any
 
 from configkit import environ
 from configkit.base import ConfigError
-from grpo.config import TrainerConfig
+from grpo.config import CHECKPOINT_STATE_FILE, TrainerConfig
 from sweep.spec.bases import base_problems
 from sweep.spec.config import SweepConfig
 from sweep.spec.resource_checks import packing_problems, placement_problems, resource_problems
@@ -34,7 +34,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
     problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source),
-                *warmstart_problems(base, tasks, source), *space_problems(cfg, source),
+                *warmstart_problems(base, tasks, source), *path_problems(base, source), *space_problems(cfg, source),
                 *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -70,7 +70,23 @@ def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     tasks, tasks_problem = trial_tasks_or_problem(base, source, section="")
     if tasks is None:
         return [tasks_problem]
-    return [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, ""), *warmstart_problems(base, tasks, source, "")]
+    return [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, ""), *warmstart_problems(base, tasks, source, ""),
+            *path_problems(base, source, "")]
+
+
+def path_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") -> list[str]:
+    """A checkpoint to resume from, or a local model folder, that is not on this machine: named here, not after
+    the model has loaded (a Hugging Face id, ``owner/name``, is looked up when the trial starts)."""
+    problems = []
+    resume = base.resume_from
+    if resume and "://" not in resume and not (Path(resume).expanduser() / CHECKPOINT_STATE_FILE).is_file():
+        what = "no such directory" if not Path(resume).expanduser().exists() else f"not a grpo-sweep checkpoint (no {CHECKPOINT_STATE_FILE} in it)"
+        problems.append(f"{source}: key '{prefix}resume_from' = {resume!r}: {what} on this machine; name a checkpoint folder a run saved")
+    model = base.model.name_or_path
+    if model and model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
+        problems.append(f"{source}: key '{prefix}model.name_or_path' = {model!r}: no such directory on this machine (a path, not a "
+                        "Hugging Face id such as Qwen/Qwen3-8B); name the model's folder")
+    return problems
 
 
 def warmstart_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
+from configkit.redact import shown_value
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
 from sweep.spec.config import SCHEDULERS, SweepConfig
@@ -38,16 +39,30 @@ SPACE_MARKERS = ("space", "search")  # a file with either is a space file; else 
 def parse_sets(items: Sequence[str]) -> dict[str, Any]:
     """``["optim.lr=3e-4", "search.num_samples=2"]`` as ``{key: value}``, each value read as YAML."""
     overrides: dict[str, Any] = {}
+    written: dict[str, str] = {}  # each key's value as typed, for a message
     for item in items:
         key, sep, value = item.partition("=")
+        shown = f"{key}={shown_value(key, value)}" if sep else item
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: write it as dotted.key=value")
-        overrides[key.strip()] = parse_yaml(value, f"--set {item!r}")
+            raise ConfigError(f"--set {shown!r}: write it as dotted.key=value")
+        key = key.strip()
+        if key in written:  # not the later one silently kept
+            raise ConfigError(f"--set {key} is given twice ({shown_value(key, written[key])}, then {shown_value(key, value)}): give it once")
+        written[key] = value
+        overrides[key] = parse_yaml(value, f"--set {shown!r}")
     return overrides
 
 
 def describe_sets(sets: Mapping[str, Any]) -> str:
-    return ", ".join(f"--set {key}={value}" for key, value in sets.items())
+    return ", ".join(f"--set {key}={shown_value(key, value)}" for key, value in sets.items())  # a secret typed there is not repeated
+
+
+def _set_once(trainer_level: dict[str, Any], key: str, value: Any) -> None:
+    """A trainer key set by ``--set KEY`` and ``--set trainer.KEY`` both: refused, not the later one silently kept."""
+    if key in trainer_level:
+        raise ConfigError(f"--set {key} and --set trainer.{key} set the same trainer key ({shown_value(key, trainer_level[key])!r}, "
+                          f"{shown_value(key, value)!r}): give it once")
+    trainer_level[key] = value
 
 
 def split_sets(sets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -57,11 +72,11 @@ def split_sets(sets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     for key, value in sets.items():
         head = key.split(".", 1)[0]
         if head == "trainer" and "." in key:
-            trainer_level[key.split(".", 1)[1]] = value
+            _set_once(trainer_level, key.split(".", 1)[1], value)
         elif head in SweepConfig.model_fields and head != "trainer":
             sweep_level[key] = value
         elif head in TrainerConfig.model_fields:
-            trainer_level[key] = value
+            _set_once(trainer_level, key, value)
         else:
             raise ConfigError(
                 f"--set {key}: unknown key '{head}' (trainer keys: {', '.join(TrainerConfig.model_fields)}; "

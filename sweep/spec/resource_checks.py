@@ -36,6 +36,24 @@ def cluster_resources() -> tuple[dict[str, float] | None, str]:
         ray.shutdown()
 
 
+def local_resources() -> dict[str, float] | None:
+    """What the Ray that ``sweep run`` starts on this machine will have, read by Ray's own detection (its CPU count,
+    cgroup limits included, and its visible GPUs) before Ray starts, so a trial this machine cannot hold is refused
+    before the base evals' minutes; None where it cannot be read here (a cluster at ``RAY_ADDRESS``, resources
+    overridden for Ray, or a Ray whose detection moved): the check then runs once Ray has started, as before."""
+    if environ.RAY_ADDRESS.get() or environ.RAY_OVERRIDE_RESOURCES.get():
+        return None
+    try:  # Ray's private detection, pinned with Ray (2.60); its absence only delays the check
+        from ray._private import accelerators, utils
+
+        gpus = accelerators.get_accelerator_manager_for_resource("GPU")
+        count = gpus.get_current_node_num_accelerators()
+        visible = gpus.get_current_process_visible_accelerator_ids()
+        return {"CPU": float(utils.get_num_cpus()), "GPU": float(count if visible is None else min(count, len(visible)))}
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str = "resources") -> list[str]:
     """A trial that asks for more than the cluster has would wait forever: say so instead."""
     workers = cfg.resources.workers_per_trial

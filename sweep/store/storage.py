@@ -90,6 +90,12 @@ class Storage:
         pafs.copy_files(self.path(*parts), str(local), source_filesystem=self.fs, destination_filesystem=pafs.LocalFileSystem())
         return True
 
+    def entries(self, *parts: str) -> list[str]:
+        """The names directly in the folder ``parts`` (none when it is not there)."""
+        if not self.exists(*parts):
+            return []
+        return sorted(info.base_name for info in self.fs.get_file_info(pafs.FileSelector(self.path(*parts), recursive=False)))
+
     def delete_dir(self, *parts: str) -> None:
         if self.exists(*parts):
             self.fs.delete_dir(self.path(*parts))

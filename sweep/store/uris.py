@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from configkit import environ
+from configkit.redact import looks_secret, redact_uri
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
 
@@ -33,6 +34,9 @@ ALLOWED = "allowed: a local directory (a plain path) or s3://bucket/prefix"
 OTHER_SCHEMES = ("s3a", "s3n", "gs", "gcs", "file", "hdfs", "http", "https", "az", "abfs", "abfss", "wasb", "wasbs", "ftp", "sftp", "ssh")
 
 
+ENV_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")  # $HOME, ${RESULTS}: a shell's, never expanded in a config
+
+
 URI_START = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 
 
@@ -43,46 +47,52 @@ BUCKET_RULE = ("letters, digits, '.', '-' (and '_' in old us-east-1 names), 3 to
 def uri_problem(uri: str, what: str = "key 'storage'") -> str | None:
     """What is wrong with a storage value's shape (no file system or network touched), or None."""
     if not isinstance(uri, str) or not uri.strip():
-        return f"{what} = {uri!r}: empty; {ALLOWED}"
+        return f"{what} = {redact_uri(uri)!r}: empty; {ALLOWED}"
     if "\x00" in uri or uri != uri.strip():
-        return f"{what} = {uri!r}: a NUL byte or leading/trailing blanks; {ALLOWED}"
+        return f"{what} = {redact_uri(uri)!r}: a NUL byte or leading/trailing blanks; {ALLOWED}"
+    variable = ENV_VARIABLE.search(uri)
+    if variable:
+        return (f"{what} = {redact_uri(uri)!r}: {variable[0]} is not expanded here (only ~ is); write the path "
+                f"itself, or pass it on the command line (--storage \"{variable[0]}/...\") for the shell to expand")
     start = URI_START.match(uri)
     if "://" not in uri:
         if start and (start[1].lower() in ("s3", *OTHER_SCHEMES) or start[2].startswith("/")):
-            return f"{what} = {uri!r}: looks like a URI but is not one ({start[1]}: without //), and would be taken as a local directory; {ALLOWED}"
+            return f"{what} = {redact_uri(uri)!r}: looks like a URI but is not one ({start[1]}: without //), and would be taken as a local directory; {ALLOWED}"
         return None
     scheme = uri.split("://", 1)[0]
     if scheme == "file":
-        return f"{what} = {uri!r}: write a local directory as a plain path ({urlsplit(uri).path or '/'}), not file://"
+        return f"{what} = {redact_uri(uri)!r}: write a local directory as a plain path ({urlsplit(uri).path or '/'}), not file://"
     if scheme.lower() == "s3" and scheme != "s3":
-        return f"{what} = {uri!r}: write the scheme in lower case, s3://{uri.split('://', 1)[1]}"
+        return f"{what} = {redact_uri(uri)!r}: write the scheme in lower case, s3://{uri.split('://', 1)[1]}"
     if scheme != "s3":
-        return f"{what} = {uri!r}: scheme {scheme}:// is not supported; {ALLOWED}"
+        return f"{what} = {redact_uri(uri)!r}: scheme {scheme}:// is not supported; {ALLOWED}"
     return _s3_problem(uri, what)
 
 
 def _s3_problem(uri: str, what: str) -> str | None:
     """An ``s3://`` URI's bucket, path, query options and endpoint (the URI's or AWS_ENDPOINT_URL)."""
     query = uri_query(uri)
-    secrets = sorted(set(query) & set(SECRET_QUERY_KEYS))
+    secrets = sorted(key for key in query if key in SECRET_QUERY_KEYS or looks_secret(key))
+    parts = urlsplit(uri)
+    if "@" in parts.netloc:
+        secrets.insert(0, "a user and password before the bucket (user:secret@)")
     if secrets:  # the value is not repeated: it holds a secret
         return (f"{what}: the URI carries {', '.join(secrets)}; credentials come only from the environment "
                 "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): remove them from the URI")
-    parts = urlsplit(uri)
     unknown = sorted(set(query) - set(S3_QUERY_KEYS))
     if unknown or not parts.netloc:
         problem = f"unknown option {', '.join(unknown)}" if unknown else "no bucket"
-        return f"{what} = {uri!r}: {problem}; write s3://bucket/prefix, optionally ?{'&'.join(k + '=...' for k in S3_QUERY_KEYS)}"
+        return f"{what} = {redact_uri(uri)!r}: {problem}; write s3://bucket/prefix, optionally ?{'&'.join(k + '=...' for k in S3_QUERY_KEYS)}"
     if not _valid_bucket(parts.netloc):
-        return f"{what} = {uri!r}: {parts.netloc!r} is not a valid bucket name ({BUCKET_RULE})"
+        return f"{what} = {redact_uri(uri)!r}: {parts.netloc!r} is not a valid bucket name ({BUCKET_RULE})"
     if parts.fragment or "#" in uri or "//" in parts.path:
-        return f"{what} = {uri!r}: the prefix has an empty part or a '#'; write s3://bucket/prefix/more"
+        return f"{what} = {redact_uri(uri)!r}: the prefix has an empty part or a '#'; write s3://bucket/prefix/more"
     if query.get("scheme", "https") not in ("http", "https"):
-        return f"{what} = {uri!r}: option scheme={query['scheme']!r}; allowed: http, https"
+        return f"{what} = {redact_uri(uri)!r}: option scheme={query['scheme']!r}; allowed: http, https"
     if query.get("endpoint_override"):
-        return _endpoint_problem(query["endpoint_override"], f"{what} = {uri!r}: option endpoint_override")
+        return _endpoint_problem(query["endpoint_override"], f"{what} = {redact_uri(uri)!r}: option endpoint_override")
     if environ.AWS_ENDPOINT_URL.get(""):
-        return _endpoint_problem(environ.AWS_ENDPOINT_URL.get(""), f"{what} = {uri!r}: {environ.AWS_ENDPOINT_URL.name}")
+        return _endpoint_problem(environ.AWS_ENDPOINT_URL.get(""), f"{what} = {redact_uri(uri)!r}: {environ.AWS_ENDPOINT_URL.name}")
     return None
 
 
@@ -122,17 +132,17 @@ def storage_problems(uri: str, name: str | None = None) -> list[str]:
     try:
         for path in (root, target):
             if path.exists() and not path.is_dir():
-                which = f"key 'storage' = {uri!r}" if path == root else f"key 'storage' = {uri!r} with key 'name' = {name!r}"
+                which = f"key 'storage' = {redact_uri(uri)!r}" if path == root else f"key 'storage' = {redact_uri(uri)!r} with key 'name' = {name!r}"
                 return [f"{which}: {path.resolve()} is a file, not a directory; name a directory (or remove the file)"]
         existing = target.resolve()
         while not existing.exists():
             existing = existing.parent
         if not existing.is_dir():
-            return [f"key 'storage' = {uri!r}: {existing} is a file, so {target.resolve()} cannot be made; name a directory"]
+            return [f"key 'storage' = {redact_uri(uri)!r}: {existing} is a file, so {target.resolve()} cannot be made; name a directory"]
         if not os.access(existing, os.W_OK | os.X_OK):
-            return [f"key 'storage' = {uri!r}: {existing} is not writable by this user; name a directory you can write to"]
+            return [f"key 'storage' = {redact_uri(uri)!r}: {existing} is not writable by this user; name a directory you can write to"]
     except OSError as exc:
-        return [f"key 'storage' = {uri!r}: cannot be used as a directory ({exc.strerror or exc})"]
+        return [f"key 'storage' = {redact_uri(uri)!r}: cannot be used as a directory ({exc.strerror or exc})"]
     return []
 
 

@@ -12,6 +12,7 @@ Per-env status (``sweep.report.envs.env_status``), comparing the env's pass@1 at
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -55,3 +56,30 @@ class Thresholds:
 
 
 EPS = 1e-9  # comparisons at a threshold hold despite float rounding (0.25 - 0.2 counts as 0.05)
+
+
+# What each threshold may be (low, high, inclusive at both ends unless named in OPEN_BELOW): shares and pass@1
+# levels are fractions; the update ratios compare a trial's updates with the learners'. ``sweep report`` refuses
+# a value outside, by name, before it reads a sweep.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "min_delta": (0.0, 1.0), "saturated": (0.0, 1.0), "failing": (0.0, 1.0), "low_clip": (0.0, 1.0), "high_clip": (0.0, 1.0),
+    "high_tool_errors": (0.0, 1.0), "env_errors": (0.0, 1.0), "no_signal": (0.0, 1.0), "tiny_update_ratio": (0.0, 1.0),
+    "huge_update_ratio": (1.0, float("inf")), "collapse": (0.0, 1.0),
+}
+OPEN_BELOW = ("saturated", "tiny_update_ratio", "huge_update_ratio")  # 0 (or 1x) would make every trial or env match
+
+
+def threshold_problems(thresholds: Thresholds) -> list[str]:
+    """Each threshold outside what it may be (NaN and infinities included), as ``--flag = value: allowed ...``."""
+    problems = []
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(thresholds, name)
+        above = value > low if name in OPEN_BELOW else value >= low
+        if not (math.isfinite(value) and above and value <= high):
+            allowed = f"{'above' if name in OPEN_BELOW else 'at least'} {low:g}" + (f" and at most {high:g}" if math.isfinite(high) else "")
+            problems.append(f"--{name.replace('_', '-')} = {value!r}: allowed: a number {allowed}")
+    if thresholds.failing >= thresholds.saturated:
+        problems.append(f"--failing = {thresholds.failing!r} is not below --saturated = {thresholds.saturated!r}: an env cannot be both")
+    if thresholds.low_clip >= thresholds.high_clip:
+        problems.append(f"--low-clip = {thresholds.low_clip!r} is not below --high-clip = {thresholds.high_clip!r}")
+    return problems

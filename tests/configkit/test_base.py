@@ -35,6 +35,8 @@ def test_merges_aliases_and_look_alike_keys_are_not_repeats():
         (b"\xff\xfen\x00", "UTF-16 text"),
         (b"PK\x03\x04\x00\x00", "a binary file (NUL byte at 4), not a YAML file"),
         (b"a: [1,\n", 'space.yaml", line 2, column 1'),  # YAML's own message, its place in the file
+        (b"", "empty (no keys, or only comments)"),
+        (b"# a comment\n\n", "empty (no keys, or only comments)"),
     ],
 )
 def test_read_yaml_names_the_file_and_its_problem(tmp_path, content, named):

@@ -24,6 +24,7 @@ import yaml
 
 from configkit.base import ConfigError
 from sweep.__main__ import main
+from sweep.spec.resource_checks import local_resources
 from tests.support.ports import free_port
 from tests.support.s3 import FAKE_CREDENTIALS, moto_server, s3_bucket  # noqa: F401
 
@@ -76,6 +77,7 @@ SPACE_FILES = {
     "utf-16 space file": ({"space.yaml": BASE.encode("utf-16")}, ["space.yaml: UTF-16 text (it starts with a byte-order mark); save the YAML file as UTF-8"]),
     "space file is a folder": ({"space.yaml/x": ""}, ["space.yaml: a directory, not a YAML file"]),
     "no such space file": ({}, ["space.yaml: no such file"]),
+    "empty space file": ({"space.yaml": "# nothing yet\n"}, ["space.yaml: empty (no keys, or only comments)"]),
     "broken YAML": ({"space.yaml": "name: [t\n"}, ["space.yaml: not valid YAML", "space.yaml\", line "]),
     "control character": ({"space.yaml": "name: t\x07\n"}, ["space.yaml: not valid YAML: unacceptable character #x0007"]),
     "two documents": ({"space.yaml": BASE + "---\nname: u\n"}, ["space.yaml: not valid YAML: expected a single document"]),
@@ -148,6 +150,10 @@ STORAGE = {
     "bad endpoint port": ("s3://bucket/p?endpoint_override=localhost:99999", ["option endpoint_override = 'localhost:99999': not host:port"]),
     "bad endpoint scheme": ("s3://bucket/p?endpoint_override=ftp://host:21", ["scheme ftp:// is not http:// or https://"]),
     "endpoint with a path": ("s3://bucket/p?endpoint_override=http://host:9000/api", ["not host:port or http(s)://host:port"]),
+    "a shell variable": ("$HOME/sweeps", ["'$HOME/sweeps': $HOME is not expanded here (only ~ is)", '--storage "$HOME/..."']),
+    "a braced shell variable": ("${RESULTS}/sweeps", ["${RESULTS} is not expanded here"]),
+    "keys before the bucket": ("s3://AKIAXX:hunter2@bucket/p", ["the URI carries a user and password before the bucket (user:secret@)"]),
+    "a secret-named option": ("s3://bucket/p?aws_secret_access_key=hunter2", ["the URI carries aws_secret_access_key; credentials come only from the environment"]),
 }
 
 # The environment's endpoint for s3:// storage.
@@ -192,6 +198,33 @@ COMMAND_LINE = {
     "warm-start env not trained on": (["validate", SPACE, "--set", "model.warmstart_envs={zillow: {weight: 2}}"],
                                       ["key 'trainer.model.warmstart_envs.zillow': no training task has env_key 'zillow' (they have: hotel)"]),
     "warm-start every env left out": (["train", "{tmp}/silent.yaml"], ["silent.yaml: key 'model.warmstart_envs': every env's weight is 0 (hotel)"]),
+    "set given twice": (["validate", SPACE, "--set", "seed=1", "--set", "seed=2"], ["--set seed is given twice (1, then 2): give it once"]),
+    "set of one key two ways": (["run", SPACE, "--set", "seed=1", "--set", "trainer.seed=2"],
+                                ["--set seed and --set trainer.seed set the same trainer key (1, 2): give it once"]),
+    "storage flag and set": (["run", SPACE, "--storage", "a", "--set", "storage=b"], ["--storage and --set storage both given: give one"]),
+    "resume from nothing": (["validate", SPACE, "--set", "resume_from={tmp}/nope"],
+                            ["key 'trainer.resume_from' = '", "nope': no such directory on this machine"]),
+    "resume from a folder not a checkpoint": (["train", "{tmp}/trainer_ok.yaml", "--set", "resume_from={tmp}"],
+                                              ["key 'resume_from' = '", "not a grpo-sweep checkpoint (no trainer_state.json in it)"]),
+    "a model folder not there": (["validate", SPACE, "--set", "model.name_or_path=/no/such/model"],
+                                 ["key 'trainer.model.name_or_path' = '/no/such/model': no such directory on this machine"]),
+    "train workers 0": (["train", "{tmp}/trainer_ok.yaml", "--workers", "0"], ["argument --workers: 0 is below 1; give 1 or more"]),
+    "train metrics into a folder": (["train", "{tmp}/trainer_ok.yaml", "--metrics-jsonl", "{tmp}"], ["--metrics-jsonl ", ": a directory; name a file to write"]),
+    "forecast k 0": (["forecast", SPACE, "--k", "0"], ["argument --k: 0 is below 1"]),
+    "forecast probe into a folder": (["forecast", SPACE, "--save-probe", "{tmp}"], [": a directory; name a file to write"]),
+    "forecast probe over a file": (["forecast", SPACE, "--save-probe", "{tmp}/afile"],
+                                   ["afile: the file exists and would be replaced; name another file, or add --force to replace it"]),
+    "envs check into a folder": (["envs", "check", "--write", "{tmp}"], ["--write ", ": a directory; name a file to write"]),
+    "envs check over a file": (["envs", "check", "--write", "{tmp}/afile"], ["afile: the file exists and would be replaced"]),
+    "split over a split": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/split"],
+                           ["split: train.jsonl, eval.jsonl already there and would be replaced; name another directory, or add --force"]),
+    "split into a file": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/afile"], ["afile: a file, not a directory"]),
+    "report into a file": (["report", "{tmp}", "--out", "{tmp}/afile"], ["--out ", "afile: a file, not a directory"]),
+    "report NaN threshold": (["report", "{tmp}", "--min-delta", "nan"], ["--min-delta = nan: allowed: a number at least 0 and at most 1"]),
+    "report negative threshold": (["report", "{tmp}", "--min-delta", "-1"], ["--min-delta = -1.0: allowed"]),
+    "report ratio below 1": (["report", "{tmp}", "--huge-update-ratio", "0.5"], ["--huge-update-ratio = 0.5: allowed: a number above 1"]),
+    "report failing above saturated": (["report", "{tmp}", "--failing", "0.95"], ["--failing = 0.95 is not below --saturated = 0.9"]),
+    "report importance from 0 trials": (["report", "{tmp}", "--min-complete", "0"], ["--min-complete = 0: allowed: a whole number of 1 or more"]),
 }
 COMMAND_LINE_FILES = {
     "space.yaml": BASE, "afile": "",
@@ -201,6 +234,8 @@ COMMAND_LINE_FILES = {
     "booking.jsonl": task_line(env_key="booking"),
     "typed.yaml": "total_steps: 2.0\n",
     "silent.yaml": "total_steps: 2\nmodel: {warmstart_envs: {hotel: {weight: 0}}}\n",
+    "trainer_ok.yaml": "total_steps: 2\n",
+    "split/train.jsonl": task_line(), "split/eval.jsonl": task_line(),
 }
 
 
@@ -283,6 +318,51 @@ def test_a_bad_input_is_named_and_nothing_starts(case: Case, tmp_path, monkeypat
     write_files(tmp_path, case.files)
     code, out, err = run_main([arg.replace("{tmp}", str(tmp_path)) for arg in case.argv], capsys)
     assert_refused(code, out, err, case.named, tmp_path, started)
+
+
+SECRET = "hunter2-SeCrEt"
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", SPACE, "--set", f"storage=s3://bucket/p?secret_key={SECRET}"],
+    ["validate", SPACE, "--set", f"storage=s3://AKIAXX:{SECRET}@bucket/p"],
+    ["run", SPACE, "--storage", f"s3://bucket/p?aws_secret_access_key={SECRET}"],
+    ["validate", SPACE, "--set", f"logging.wandb.api_key={SECRET}"],
+    ["train", "{tmp}/trainer_ok.yaml", "--set", f"logging.api_key={SECRET}"],
+    ["validate", SPACE, "--set", f"logging.api_key={SECRET}", "--set", "total_steps=-1"],
+    ["validate", SPACE, "--set", f"api_key={SECRET}", "--set", f"api_key={SECRET}"],
+], ids=["query key", "user and password", "secret-named option", "wandb key", "trainer key", "beside another error", "given twice"])
+def test_a_secret_typed_on_the_command_line_is_never_repeated(argv, tmp_path, monkeypatch, capsys, started):
+    """Secrets go in the environment; one typed where a value goes is refused without being printed back."""
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, COMMAND_LINE_FILES)
+    code, out, err = run_main([arg.replace("{tmp}", str(tmp_path)) for arg in argv], capsys)
+    assert code == 2 and err.startswith("error: ") and not started, (code, out, err)
+    assert SECRET not in out + err, err
+
+
+def test_run_refuses_a_folder_of_the_sweeps_name_that_holds_other_files(tmp_path, monkeypatch, capsys, started):
+    """`run` (and `run --fresh`) never deletes what a user keeps at {storage}/{name}: refused before anything starts."""
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE, "results/t/important.txt": "my thesis data"})
+    for fresh in ([], ["--fresh"]):
+        code, out, err = run_main(["run", "space.yaml", *fresh], capsys)
+        assert code == 2 and "is not a sweep's folder (it holds important.txt)" in err and "Traceback" not in out + err, err
+        assert (tmp_path / "results" / "t" / "important.txt").read_text() == "my thesis data" and not started
+
+
+def test_run_refuses_a_trial_this_machine_cannot_hold_before_the_bases(tmp_path, monkeypatch, capsys, started):
+    """Without a cluster, `run` starts Ray here: a trial asking for more CPUs or GPUs than Ray will find is
+    refused before the base evals (minutes), by Ray's own count of this machine."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    write_files(tmp_path, {"space.yaml": BASE})
+    cases = {"cpus_per_trial=4096": "key 'resources.cpus_per_trial' = 4096: each trial asks for 4096 CPU, the Ray cluster has"}
+    if local_resources()["GPU"] == 0:  # a machine without a GPU (CI's)
+        cases["gpus_per_trial=1"] = "key 'resources.gpus_per_trial' = 1: each trial asks for 1 GPU, the Ray cluster has 0"
+    for item, named in cases.items():
+        code, out, err = run_main(["run", "space.yaml", "--set", f"resources.{item}"], capsys)
+        assert_refused(code, out, err, (named,), tmp_path, started)
 
 
 def test_the_matrix_covers_each_kind_of_input_several_times():

@@ -133,7 +133,18 @@ def test_default_out_and_training_metric_fallback(tmp_path):
 
 def test_a_directory_without_trials_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
-    assert "no trial folders with result.json" in capsys.readouterr().out
+    assert "no trial folders with result.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damaged", ["leaderboard.json", "sweep_config.json", "params.json"])
+def test_a_damaged_record_is_named_not_a_traceback(damaged, tmp_path, capsys):
+    """A sweep's JSON record cut short or overwritten: `report` names the file and where it breaks, exit 2."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    target = next(root.rglob(damaged)) if damaged == "params.json" else root / damaged
+    target.write_text('{"lr": 0.1, ')
+    assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{target}: not valid JSON (" in err and "line 1 column" in err and "Traceback" not in err, err
 
 
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811

@@ -122,6 +122,24 @@ def test_run_refuses_an_existing_sweep_unless_fresh(tmp_path):
     start_fresh(store, "other", fresh=False, space="space.yaml")  # nothing there: nothing to refuse
 
 
+def test_run_never_deletes_a_folder_of_the_sweeps_name_that_is_not_a_sweep(tmp_path):
+    """A folder at {storage}/{name} holding the user's own files is refused, with --fresh too, and left as it was;
+    one holding only what a start writes before its config (a start killed there) is started over."""
+    from sweep.resume import start_fresh
+
+    store = open_storage(str(tmp_path / "results"))
+    store.write_text("my thesis data", "demo", "important.txt")
+    store.write_text("{}", "demo", "notes", "a.json")
+    for fresh in (False, True):
+        with pytest.raises(ConfigError) as err:
+            start_fresh(store, "demo", fresh=fresh, space="space.yaml")
+        assert f"{tmp_path / 'results' / 'demo'} exists and is not a sweep's folder (it holds important.txt, notes)" in str(err.value)
+        assert "key 'name'" in str(err.value) and store.read_text("demo", "important.txt") == "my thesis data"
+    store.write_text("{}", "killed", "base_evals", "hotel.json")
+    start_fresh(store, "killed", fresh=False, space="space.yaml")
+    assert not store.exists("killed")
+
+
 def test_resume_names_what_is_missing(tmp_path):
     from sweep.run import resume_sweep
 

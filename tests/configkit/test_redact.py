@@ -1,0 +1,30 @@
+"""Secret-looking names and URIs, hidden in messages (configkit.redact); hand-written cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from configkit.redact import looks_secret, redact_uri, shown_value
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("logging.wandb.api_key", True), ("aws_secret_access_key", True), ("live_token", True), ("trainer.password", True),
+    ("AWS_SESSION_TOKEN", True), ("auth", True),
+    ("max_tokens", False), ("micro_batch_tokens", False), ("env.env_keys", False), ("task_key", False), ("author", False),
+    ("optim.lr", False), ("storage", False),
+])
+def test_names_like_a_secret(name, secret):
+    assert looks_secret(name) is secret
+
+
+def test_a_uris_secrets_are_hidden_and_the_rest_kept():
+    assert redact_uri("s3://AKIA:pw@bucket/p?aws_secret_access_key=x&endpoint_override=h:1&scheme=http") == \
+        "s3://***@bucket/p?aws_secret_access_key=***&endpoint_override=h:1&scheme=http"
+    assert redact_uri("s3://bucket/p?region=eu-west-1") == "s3://bucket/p?region=eu-west-1"
+    assert redact_uri("results/demo") == "results/demo"
+
+
+def test_a_value_is_shown_by_its_key():
+    assert shown_value("logging.api_key", "abc") == "***"
+    assert shown_value("storage", "s3://u:p@bucket/x") == "s3://***@bucket/x"
+    assert shown_value("optim.lr", 0.001) == 0.001
