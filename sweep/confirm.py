@@ -155,7 +155,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
-    cfg = load_config(store, name)
+    cfg = load_config(store, name, "confirm")
     if not store.exists(name, "leaderboard.json"):
         raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
     rows = json.loads(store.read_text(name, "leaderboard.json"))

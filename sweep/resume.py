@@ -87,11 +87,12 @@ def save_config(store: Storage, cfg: SweepConfig) -> None:
     store.write_text(cfg.model_dump_json(indent=2), cfg.name, CONFIG_FILE)
 
 
-def load_config(store: Storage, name: str) -> SweepConfig:
-    """The sweep's saved config, pointed at where it is now (it may have moved, or be read on another machine)."""
+def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
+    """The sweep's saved config, pointed at where it is now (it may have moved, or be read on another machine);
+    ``to``: what the command wants of it, for the message when there is no sweep there."""
     where = store.display(name)
     if not store.exists(name, STATE_FILE):
-        raise ConfigError(f"{where}: no sweep to resume here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
+        raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
     import json

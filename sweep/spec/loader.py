@@ -127,13 +127,25 @@ def with_sets(data: dict[str, Any], sets: Mapping[str, Any], source: str, pin_sw
     """
     sweep_level, trainer_level = split_sets(sets)
     problems = []
+    swept = {key.split(".", 1)[1]: sweep_level.pop(key) for key in list(sweep_level) if key.startswith("space.")}
+    if swept:  # a swept key is one key with dots in it (space.optim.lr), not a path of sections
+        if not isinstance(data.get("space", {}), dict):
+            problems.append(f"{source}: --set space.{next(iter(swept))}: the file's key 'space' is not a section to set it in")
+        else:
+            data["space"] = {**(data.get("space") or {}), **swept}
+            data["space"] = {key: value for key, value in data["space"].items() if not (key in swept and swept[key] is None)}  # null: unswept
     space = data.get("space") if isinstance(data.get("space"), dict) else {}
     for key in trainer_level:
         if key in space and not pin_swept:
-            problems.append(f"{source}: --set {key}: the space sweeps this key (space.{key}); remove it from the space to pin it, or drop the --set")
+            problems.append(f"{source}: --set {key}: the space sweeps this key (space.{key}); remove it from the space to pin it "
+                            f"(--set space.{key}=null), or drop the --set")
     data = apply_overrides(data, sweep_level)
     if "trainer" not in data or isinstance(data["trainer"], dict):
         data["trainer"] = apply_overrides(data.get("trainer") or {}, _trainer_sets(trainer_level))
+        if not pin_swept and data["trainer"].get("output_dir") is not None:
+            problems.append(f"{source}: key 'trainer.output_dir' = {data['trainer']['output_dir']!r}: each trial of a sweep writes its evals and "
+                            "trajectories to {storage}/{name}/trajectories/{trial}, where the report reads them; one folder for every trial "
+                            "would mix them. Remove it (it is for `sweep train`)")
     # else a section of the wrong type: left as written, for the schema to name (never replaced by defaults)
     return data, problems
 

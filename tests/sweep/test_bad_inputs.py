@@ -78,6 +78,7 @@ SPACE_FILES = {
     "space file is a folder": ({"space.yaml/x": ""}, ["space.yaml: a directory, not a YAML file"]),
     "no such space file": ({}, ["space.yaml: no such file"]),
     "empty space file": ({"space.yaml": "# nothing yet\n"}, ["space.yaml: empty (no keys, or only comments)"]),
+    "one output folder for every trial": ({"space.yaml": with_trainer("output_dir: out")}, ["key 'trainer.output_dir' = 'out': each trial of a sweep writes"]),
     "broken YAML": ({"space.yaml": "name: [t\n"}, ["space.yaml: not valid YAML", "space.yaml\", line "]),
     "control character": ({"space.yaml": "name: t\x07\n"}, ["space.yaml: not valid YAML: unacceptable character #x0007"]),
     "two documents": ({"space.yaml": BASE + "---\nname: u\n"}, ["space.yaml: not valid YAML: expected a single document"]),
@@ -224,6 +225,11 @@ COMMAND_LINE = {
     "report negative threshold": (["report", "{tmp}", "--min-delta", "-1"], ["--min-delta = -1.0: allowed"]),
     "report ratio below 1": (["report", "{tmp}", "--huge-update-ratio", "0.5"], ["--huge-update-ratio = 0.5: allowed: a number above 1"]),
     "report failing above saturated": (["report", "{tmp}", "--failing", "0.95"], ["--failing = 0.95 is not below --saturated = 0.9"]),
+    "confirm nothing there": (["confirm", "{tmp}/results/t"], ["no sweep to confirm here (no tuner.pkl)"]),
+    "confirm top 0": (["confirm", "{tmp}/results/t", "--top", "0"], ["argument --top: 0 is below 1; give 1 or more"]),
+    "confirm 0 steps": (["confirm", "{tmp}/results/t", "--steps", "0"], ["argument --steps: 0 is below 1"]),
+    "space key set where space is not a section": (["validate", "{tmp}/listspace.yaml", "--set", "space.optim.lr={choice: [0.1]}"],
+                                                   ["--set space.optim.lr: the file's key 'space' is not a section to set it in"]),
     "report importance from 0 trials": (["report", "{tmp}", "--min-complete", "0"], ["--min-complete = 0: allowed: a whole number of 1 or more"]),
 }
 COMMAND_LINE_FILES = {
@@ -235,6 +241,7 @@ COMMAND_LINE_FILES = {
     "typed.yaml": "total_steps: 2.0\n",
     "silent.yaml": "total_steps: 2\nmodel: {warmstart_envs: {hotel: {weight: 0}}}\n",
     "trainer_ok.yaml": "total_steps: 2\n",
+    "listspace.yaml": BASE.replace("space:\n  optim.lr: {choice: [1.0e-3]}", "space: [optim.lr]"),
     "split/train.jsonl": task_line(), "split/eval.jsonl": task_line(),
 }
 

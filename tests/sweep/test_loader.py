@@ -69,6 +69,25 @@ def test_a_set_of_a_swept_key_is_refused_for_a_sweep_but_pins_one_trial():
         load_trainer(DEMO, {"search.num_samples": 2})
 
 
+def test_a_swept_keys_range_is_set_or_unswept_from_the_command_line():
+    """`--set space.optim.lr=...` is the swept key optim.lr (dots and all), checked as the file's would be; null unsweeps it,
+    and the trainer's value is then the base's (or a --set's)."""
+    cfg = load_space(DEMO, parse_sets(["space.optim.lr={loguniform: [1.0e-6, 1.0e-4]}"]))
+    assert (cfg.space["optim.lr"].low, cfg.space["optim.lr"].high) == (1e-6, 1e-4) and set(cfg.space) >= {"algorithm.kl_coef"}
+    cfg = load_space(DEMO, parse_sets(["space.algorithm.kl_coef=null", "algorithm.kl_coef=0.05"]))
+    assert "algorithm.kl_coef" not in cfg.space and cfg.trainer.algorithm.kl_coef == 0.05 and "optim.lr" in cfg.space
+    with pytest.raises(ConfigError, match=r"key 'space.optim.lr' = .*low \(0.001\) must be below high"):
+        load_space(DEMO, parse_sets(["space.optim.lr={loguniform: [1.0e-3, 1.0e-6]}"]))
+
+
+def test_a_sweeps_trainer_has_no_output_dir_of_its_own(tmp_path):
+    """Every trial writes to its own folder under storage; one output_dir for all would mix their evals. `sweep train` keeps it."""
+    with pytest.raises(ConfigError, match="key 'trainer.output_dir' = 'out': each trial of a sweep writes"):
+        load_space(DEMO, {"trainer.output_dir": "out"})
+    trainer, _ = load_trainer(DEMO, {"output_dir": str(tmp_path)})
+    assert trainer.output_dir == str(tmp_path)
+
+
 def test_a_set_path_is_relative_to_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     trainer, _ = load_trainer(DEMO, {"model.cache_dir": "here"})
