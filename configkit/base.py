@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 class StrictModel(BaseModel):
     """Base of every config: unknown keys are errors, defaults are validated too."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True, allow_inf_nan=False)
 
 
 class ConfigError(ValueError):
@@ -196,7 +196,10 @@ def _yaml_type(value: Any) -> str:
 
 def _type_words(kind: str, value: Any) -> str | None:
     """A strict type error in the words of the file's author: what was written and what is allowed (configs are
-    strict: no ``true`` for a number, no ``4.0`` for a whole number, no number for ``true/false``)."""
+    strict: no ``true`` for a number, no ``4.0`` for a whole number, no number for ``true/false``; no ``.nan`` or
+    ``.inf``, which would fail a bound with a misleading message, or pass where there is none)."""
+    if kind == "finite_number" or (isinstance(value, float) and value != value):
+        return "must be a finite number, not .nan or .inf; write a number"
     if kind in ("model_type", "dict_type"):
         return f"must be a mapping of keys (a section), not {_yaml_type(value)}"
     if kind == "int_type" and isinstance(value, float) and value.is_integer():
