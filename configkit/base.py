@@ -7,6 +7,7 @@ Leaves out: the config schemas themselves (``grpo.config``, ``sweep.spec.config`
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from configkit.redact import shown_value
 
 
 class StrictModel(BaseModel):
@@ -183,7 +186,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
         else:
-            lines.append(f"{source}: key '{key}' = {value!r}: {_type_words(err['type'], value) or err['msg']}")
+            lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}")
     return "\n".join(lines)
 
 
@@ -194,12 +197,18 @@ def _yaml_type(value: Any) -> str:
     return next((word for kind, word in kinds.items() if type(value) is kind), type(value).__name__)
 
 
+NUMBER_ERRORS = ("float_type", "multiple_of")  # a number's own errors: a NaN there is named as one
+
+
 def _type_words(kind: str, value: Any) -> str | None:
     """A strict type error in the words of the file's author: what was written and what is allowed (configs are
     strict: no ``true`` for a number, no ``4.0`` for a whole number, no number for ``true/false``; no ``.nan`` or
     ``.inf``, which would fail a bound with a misleading message, or pass where there is none)."""
-    if kind == "finite_number" or (isinstance(value, float) and value != value):
-        return "must be a finite number, not .nan or .inf; write a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        if kind in ("int_type", "int_from_float"):
+            return "must be a whole number, not .nan or .inf"
+        if kind == "finite_number" or kind in NUMBER_ERRORS or kind.startswith(("greater_than", "less_than")):
+            return "must be a finite number, not .nan or .inf; write a number"
     if kind in ("model_type", "dict_type"):
         return f"must be a mapping of keys (a section), not {_yaml_type(value)}"
     if kind == "int_type" and isinstance(value, float) and value.is_integer():

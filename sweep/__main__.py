@@ -156,6 +156,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.metrics_jsonl:  # appended to: it may exist, but must be a file that can be written
         check_output_file(args.metrics_jsonl, "--metrics-jsonl", appends=True)
+        args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again

@@ -15,7 +15,7 @@ from configkit import environ
 from configkit.base import ConfigError
 from sweep.spec.config import SweepConfig
 from sweep.spec.loader import parse_sweep
-from sweep.store.storage import Storage
+from sweep.store.storage import BASE_EVALS_DIR, PARTIAL, Storage
 from sweep.store.study import optuna_db_path
 
 CONFIG_FILE = "sweep_config.json"
@@ -33,7 +33,7 @@ def sweep_exists(store: Storage, name: str) -> bool:
     return store.exists(name, STATE_FILE) or store.exists(name, CONFIG_FILE)
 
 
-OWN_BEFORE_CONFIG = ("base_evals",)  # what a start writes in the sweep's folder before its config (sweep.run.run_sweep)
+OWN_BEFORE_CONFIG = (BASE_EVALS_DIR,)  # what a start writes in the sweep's folder before its config (sweep.run.run_sweep)
 
 
 def foreign_entries(store: Storage, name: str) -> list[str]:
@@ -41,7 +41,7 @@ def foreign_entries(store: Storage, name: str) -> list[str]:
     the user's own files, which neither ``run`` nor ``--fresh`` may delete."""
     if sweep_exists(store, name):
         return []
-    return [entry for entry in store.entries(name) if entry not in OWN_BEFORE_CONFIG]
+    return [entry for entry in store.entries(name) if entry not in OWN_BEFORE_CONFIG and not entry.startswith(CONFIG_FILE + PARTIAL)]
 
 
 def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:

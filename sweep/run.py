@@ -33,6 +33,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.watch.live_server``).
     """
     from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
+    from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import prepare_bases
 
     check_machine(cfg)
@@ -40,8 +41,8 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space)
     try:
-        if base_evals_from and store.exists(base_evals_from, "base_evals"):
-            store.copy((base_evals_from, "base_evals"), (cfg.name, "base_evals"))
+        if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
+            store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
         prepare_environment()
         prepare_bases(cfg, store)
         save_config(store, cfg)
@@ -214,13 +215,13 @@ def check_machine(cfg: SweepConfig) -> None:
 
     here = local_resources()
     if here is not None:
-        check_resources(cfg, here)
+        check_resources(cfg, here, "the Ray started on this machine would have (Ray's own count)")
 
 
-def check_resources(cfg: SweepConfig, available: dict[str, float]) -> None:
+def check_resources(cfg: SweepConfig, available: dict[str, float], holder: str = "the Ray cluster has") -> None:
     """A trial that asks for more than the cluster has would wait forever: say so instead (the check ``sweep validate`` runs)."""
     from sweep.spec.resource_checks import resource_problems
 
-    problems = resource_problems(cfg, available)
+    problems = resource_problems(cfg, available, holder=holder)
     if problems:
         raise ConfigError("\n".join(problems))

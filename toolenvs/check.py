@@ -101,6 +101,7 @@ def render(report: CheckReport) -> None:
 
 
 def write_kept(report: CheckReport, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(t.model_dump(), sort_keys=True) + "\n" for t in report.kept()))
 
 

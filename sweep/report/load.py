@@ -138,14 +138,13 @@ def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[
     """A trial from its step rows (read back from storage, or as Tune handed them to the driver, for the live
     page) and what the trial itself wrote to storage: its eval points and trainer config."""
     traj = f"trajectories/{trial_id}"
-    trainer = store.read_text(f"{traj}/trainer_config.json")
     return TrialData(
         trial_id=trial_id,
         folder=folder,
         config=config,
         rows=rows,
         evals=_with_task_results(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))),
-        trainer_config=json.loads(trainer) if trainer else None,
+        trainer_config=_json_file(store, f"{traj}/trainer_config.json", None),
         error=error,
         restarts=restarts,
     )

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
-from configkit.redact import shown_value
+from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_value
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
 from sweep.spec.config import SCHEDULERS, SweepConfig
@@ -42,15 +42,25 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
     written: dict[str, str] = {}  # each key's value as typed, for a message
     for item in items:
         key, sep, value = item.partition("=")
-        shown = f"{key}={shown_value(key, value)}" if sep else item
         if not sep or not key.strip():
-            raise ConfigError(f"--set {shown!r}: write it as dotted.key=value")
+            raise ConfigError(f"--set {key + '=' + _typed(key, value) if sep else _typed('', item)!r}: write it as dotted.key=value")
         key = key.strip()
         if key in written:  # not the later one silently kept
-            raise ConfigError(f"--set {key} is given twice ({shown_value(key, written[key])}, then {shown_value(key, value)}): give it once")
+            raise ConfigError(f"--set {key} is given twice ({_typed(key, written[key])}, then {_typed(key, value)}): give it once")
         written[key] = value
-        overrides[key] = parse_yaml(value, f"--set {shown!r}")
+        if looks_secret(key) or mentions_secret(value):  # YAML's own message would quote the text
+            try:
+                overrides[key] = parse_yaml(value, f"--set {key}")
+            except ConfigError:
+                raise ConfigError(f"--set {key}={HIDDEN}: not valid YAML (its text is not shown: it names a secret)") from None
+        else:
+            overrides[key] = parse_yaml(value, f"--set {key + '=' + redact_uri(value)!r}")
     return overrides
+
+
+def _typed(key: str, text: str) -> str:
+    """A --set value as typed, as a message may show it (a secret's text hidden)."""
+    return HIDDEN if looks_secret(key) or mentions_secret(text) else redact_uri(text)
 
 
 def describe_sets(sets: Mapping[str, Any]) -> str:
@@ -132,6 +142,10 @@ def with_sets(data: dict[str, Any], sets: Mapping[str, Any], source: str, pin_sw
         if not isinstance(data.get("space", {}), dict):
             problems.append(f"{source}: --set space.{next(iter(swept))}: the file's key 'space' is not a section to set it in")
         else:
+            unknown = [key for key, value in swept.items() if value is None and key not in (data.get("space") or {})]
+            for key in unknown:
+                problems.append(f"{source}: --set space.{key}=null: the space does not sweep {key!r} (it sweeps: "
+                                f"{', '.join(data.get('space') or {}) or 'nothing'}); nothing to unsweep")
             data["space"] = {**(data.get("space") or {}), **swept}
             data["space"] = {key: value for key, value in data["space"].items() if not (key in swept and swept[key] is None)}  # null: unswept
     space = data.get("space") if isinstance(data.get("space"), dict) else {}

@@ -40,11 +40,15 @@ def local_resources() -> dict[str, float] | None:
     """What the Ray that ``sweep run`` starts on this machine will have, read by Ray's own detection (its CPU count,
     cgroup limits included, and its visible GPUs) before Ray starts, so a trial this machine cannot hold is refused
     before the base evals' minutes; None where it cannot be read here (a cluster at ``RAY_ADDRESS``, resources
-    overridden for Ray, or a Ray whose detection moved): the check then runs once Ray has started, as before."""
+    overridden for Ray, a cluster ``ray start`` began here, which ``ray.init()`` joins, or a Ray whose detection moved):
+    the check then runs once Ray has started, as before."""
     if environ.RAY_ADDRESS.get() or environ.RAY_OVERRIDE_RESOURCES.get():
         return None
     try:  # Ray's private detection, pinned with Ray (2.60); its absence only delays the check
-        from ray._private import accelerators, utils
+        from ray._private import accelerators, services, utils
+
+        if services.find_bootstrap_address(None):  # a cluster `ray start` left here: ray.init() joins it, with its nodes
+            return None
 
         gpus = accelerators.get_accelerator_manager_for_resource("GPU")
         count = gpus.get_current_node_num_accelerators()
@@ -54,7 +58,7 @@ def local_resources() -> dict[str, float] | None:
         return None
 
 
-def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str = "resources") -> list[str]:
+def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str = "resources", holder: str = "the Ray cluster has") -> list[str]:
     """A trial that asks for more than the cluster has would wait forever: say so instead."""
     workers = cfg.resources.workers_per_trial
     wanted = {"CPU": cfg.resources.cpus_per_trial, "GPU": cfg.resources.gpus_per_trial}
@@ -62,7 +66,7 @@ def resource_problems(cfg: SweepConfig, available: dict[str, float], source: str
     per = f" per worker x {workers} workers (resources.workers_per_trial), plus 0.01 CPU for the trial" if workers > 1 else ""
     return [
         f"{source}: key 'resources.{kind.lower()}s_per_trial' = {amount:g}: each trial asks for {amount * workers + driver[kind]:g} {kind}{per}, "
-        f"the Ray cluster has {available.get(kind, 0.0):g}; lower it"
+        f"{holder} {available.get(kind, 0.0):g}; lower it"
         for kind, amount in wanted.items()
         if amount * workers + driver[kind] > available.get(kind, 0.0)
     ]

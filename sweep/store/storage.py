@@ -28,6 +28,10 @@ S3_REQUEST_TIMEOUT_S = 60.0
 S3_CONNECT_TIMEOUT_S = 10.0
 
 
+BASE_EVALS_DIR = "base_evals"  # in a sweep's folder: the base policy's evals, made once per sweep (sweep.trials.base_evals)
+PARTIAL = ".partial-"  # what marks write_whole's temporary: {path}.partial-{pid}-{thread}
+
+
 def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     """Write ``path`` so that a reader finds the old file or the new one whole, never a part of it.
 
@@ -35,7 +39,7 @@ def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     then moved over it. A reader that opened a file still being written read it empty (the trial restart
     test's step records, CI 2026-11-29), and a process stopped mid-write left a cut record for good.
     """
-    partial = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+    partial = f"{path}{PARTIAL}{os.getpid()}-{threading.get_ident()}"
     with fs.open_output_stream(partial) as f:
         f.write(data)
     fs.move(partial, path)

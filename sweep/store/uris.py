@@ -52,8 +52,8 @@ def uri_problem(uri: str, what: str = "key 'storage'") -> str | None:
         return f"{what} = {redact_uri(uri)!r}: a NUL byte or leading/trailing blanks; {ALLOWED}"
     variable = ENV_VARIABLE.search(uri)
     if variable:
-        return (f"{what} = {redact_uri(uri)!r}: {variable[0]} is not expanded here (only ~ is); write the path "
-                f"itself, or pass it on the command line (--storage \"{variable[0]}/...\") for the shell to expand")
+        return (f"{what} = {redact_uri(uri)!r}: {variable[0]} is not expanded here (only ~ is); write the path itself "
+                "(on a command line, a shell expands it outside single quotes)")
     start = URI_START.match(uri)
     if "://" not in uri:
         if start and (start[1].lower() in ("s3", *OTHER_SCHEMES) or start[2].startswith("/")):
@@ -63,7 +63,7 @@ def uri_problem(uri: str, what: str = "key 'storage'") -> str | None:
     if scheme == "file":
         return f"{what} = {redact_uri(uri)!r}: write a local directory as a plain path ({urlsplit(uri).path or '/'}), not file://"
     if scheme.lower() == "s3" and scheme != "s3":
-        return f"{what} = {redact_uri(uri)!r}: write the scheme in lower case, s3://{uri.split('://', 1)[1]}"
+        return f"{what} = {redact_uri(uri)!r}: write the scheme in lower case, {redact_uri('s3://' + uri.split('://', 1)[1])}"
     if scheme != "s3":
         return f"{what} = {redact_uri(uri)!r}: scheme {scheme}:// is not supported; {ALLOWED}"
     return _s3_problem(uri, what)
@@ -114,9 +114,9 @@ def _endpoint_problem(endpoint: str, where: str) -> str | None:
     except ValueError:
         parts, port = None, -1
     if scheme not in ("http", "https"):
-        return f"{where} = {endpoint!r}: scheme {scheme}:// is not http:// or https://; write http://host:port"
+        return f"{where} = {redact_uri(endpoint)!r}: scheme {scheme}:// is not http:// or https://; write http://host:port"
     if parts is None or port == -1 or not parts.hostname or parts.path.strip("/") or parts.query or parts.fragment or parts.username:
-        return f"{where} = {endpoint!r}: not host:port or http(s)://host:port (e.g. http://127.0.0.1:9000)"
+        return f"{where} = {redact_uri(endpoint)!r}: not host:port or http(s)://host:port (e.g. http://127.0.0.1:9000)"
     return None
 
 

@@ -18,7 +18,7 @@ from configkit.base import ConfigError
 from grpo.config import TrainerConfig
 from sweep.spec.bases import base_variants, eval_key
 from sweep.spec.config import SweepConfig
-from sweep.store.storage import Storage
+from sweep.store.storage import BASE_EVALS_DIR, Storage
 
 BASE_EVAL_FILE = "aggregated_results.jsonl"
 
@@ -53,7 +53,7 @@ def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, whic
     """The base policy's held-out eval, once per sweep and base (kept from an earlier start of this sweep);
     refused when too many of its episodes failed in the environment."""
     key = eval_key(trainer)
-    if store.exists(cfg.name, "base_evals", key, BASE_EVAL_FILE):
+    if store.exists(cfg.name, BASE_EVALS_DIR, key, BASE_EVAL_FILE):
         print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key)} (made before: kept)", flush=True)
     else:
         _make_base_eval(cfg, store, trainer, which)
@@ -68,11 +68,11 @@ def _make_base_eval(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, wh
     print(f"evaluating the base policy{which} once for every trial ({episodes} held-out episodes)...", flush=True)
     config = trainer.model_copy(update={"torch_threads": None}).model_dump_json()
     if store.is_local:
-        subprocess.run([sys.executable, "-m", "grpo.evaluation", config, store.path(cfg.name, "base_evals", key)], check=True)
+        subprocess.run([sys.executable, "-m", "grpo.evaluation", config, store.path(cfg.name, BASE_EVALS_DIR, key)], check=True)
         return
     with tempfile.TemporaryDirectory(prefix="grpo-base-eval-") as local:
         subprocess.run([sys.executable, "-m", "grpo.evaluation", config, local], check=True)
-        store.upload(local, cfg.name, "base_evals", key)
+        store.upload(local, cfg.name, BASE_EVALS_DIR, key)
 
 
 def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> None:
@@ -85,8 +85,8 @@ def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerCon
     if share <= limit:
         return
     key = eval_key(trainer)
-    where = store.display(experiment, "base_evals", key)
-    store.delete_dir(experiment, "base_evals", key)
+    where = store.display(experiment, BASE_EVALS_DIR, key)
+    store.delete_dir(experiment, BASE_EVALS_DIR, key)
     raise ConfigError(
         f"{where}: {share:.1%} of the base eval's held-out episodes failed in the environment, above "
         f"eval.max_base_env_errors={limit:g}: the base pass@1 every trial's gain is measured from would lean low. "
@@ -99,7 +99,7 @@ def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerCon
 def shared_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> dict[str, Any] | None:
     """The sweep's eval of this trial's base, if the driver made one (a trial whose base eval depends on a
     continuously swept key, or a sweep started by an older version, has none and evaluates the base itself)."""
-    parts = (experiment, "base_evals", eval_key(trainer), BASE_EVAL_FILE)
+    parts = (experiment, BASE_EVALS_DIR, eval_key(trainer), BASE_EVAL_FILE)
     if not experiment or not store.exists(*parts):
         return None
     lines = [line for line in store.read_text(*parts).splitlines() if line.strip()]

@@ -22,9 +22,13 @@ def test_a_uris_secrets_are_hidden_and_the_rest_kept():
         "s3://***@bucket/p?aws_secret_access_key=***&endpoint_override=h:1&scheme=http"
     assert redact_uri("s3://bucket/p?region=eu-west-1") == "s3://bucket/p?region=eu-west-1"
     assert redact_uri("results/demo") == "results/demo"
+    assert redact_uri("s3://b/p?endpoint_override=http://ak:pw@host:9000") == "s3://b/p?endpoint_override=http://***@host:9000"
+    assert redact_uri("s3:ak:pw@bucket/p") == "s3:***@bucket/p"
 
 
 def test_a_value_is_shown_by_its_key():
     assert shown_value("logging.api_key", "abc") == "***"
     assert shown_value("storage", "s3://u:p@bucket/x") == "s3://***@bucket/x"
     assert shown_value("optim.lr", 0.001) == 0.001
+    assert shown_value("logging.wandb", {"api_key": "x", "project": "p", "runs": [{"token": "t"}]}) == \
+        {"api_key": "***", "project": "p", "runs": [{"token": "***"}]}

@@ -155,7 +155,7 @@ STORAGE = {
     "bad endpoint port": ("s3://bucket/p?endpoint_override=localhost:99999", ["option endpoint_override = 'localhost:99999': not host:port"]),
     "bad endpoint scheme": ("s3://bucket/p?endpoint_override=ftp://host:21", ["scheme ftp:// is not http:// or https://"]),
     "endpoint with a path": ("s3://bucket/p?endpoint_override=http://host:9000/api", ["not host:port or http(s)://host:port"]),
-    "a shell variable": ("$HOME/sweeps", ["'$HOME/sweeps': $HOME is not expanded here (only ~ is)", '--storage "$HOME/..."']),
+    "a shell variable": ("$HOME/sweeps", ["'$HOME/sweeps': $HOME is not expanded here (only ~ is); write the path itself"]),
     "a braced shell variable": ("${RESULTS}/sweeps", ["${RESULTS} is not expanded here"]),
     "keys before the bucket": ("s3://AKIAXX:hunter2@bucket/p", ["the URI carries a user and password before the bucket (user:secret@)"]),
     "a secret-named option": ("s3://bucket/p?aws_secret_access_key=hunter2", ["the URI carries aws_secret_access_key; credentials come only from the environment"]),
@@ -232,6 +232,8 @@ COMMAND_LINE = {
     "confirm nothing there": (["confirm", "{tmp}/results/t"], ["no sweep to confirm here (no tuner.pkl)"]),
     "confirm top 0": (["confirm", "{tmp}/results/t", "--top", "0"], ["argument --top: 0 is below 1; give 1 or more"]),
     "confirm 0 steps": (["confirm", "{tmp}/results/t", "--steps", "0"], ["argument --steps: 0 is below 1"]),
+    "unsweep a key not swept": (["validate", SPACE, "--set", "space.optim.lrr=null"],
+                                ["--set space.optim.lrr=null: the space does not sweep 'optim.lrr' (it sweeps: optim.lr); nothing to unsweep"]),
     "space key set where space is not a section": (["validate", "{tmp}/listspace.yaml", "--set", "space.optim.lr={choice: [0.1]}"],
                                                    ["--set space.optim.lr: the file's key 'space' is not a section to set it in"]),
     "report importance from 0 trials": (["report", "{tmp}", "--min-complete", "0"], ["--min-complete = 0: allowed: a whole number of 1 or more"]),
@@ -342,7 +344,15 @@ SECRET = "hunter2-SeCrEt"
     ["train", "{tmp}/trainer_ok.yaml", "--set", f"logging.api_key={SECRET}"],
     ["validate", SPACE, "--set", f"logging.api_key={SECRET}", "--set", "total_steps=-1"],
     ["validate", SPACE, "--set", f"api_key={SECRET}", "--set", f"api_key={SECRET}"],
-], ids=["query key", "user and password", "secret-named option", "wandb key", "trainer key", "beside another error", "given twice"])
+    ["validate", SPACE, "--set", f"logging.wandb.api_key='{SECRET}"],
+    ["validate", SPACE, "--set", f"logging.wandb={{api_key: {SECRET}}}"],
+    ["validate", SPACE, "--set", f"env.backend.api_key={SECRET}"],
+    ["validate", SPACE, "--set", f"env.backend={{type: fleet, api_key: {SECRET}}}"],
+    ["validate", SPACE, "--set", f"storage=S3://u:{SECRET}@bucket/p"],
+    ["validate", SPACE, "--set", f"storage=s3:u:{SECRET}@bucket/p"],
+    ["validate", SPACE, "--set", f"storage=s3://bucket/p?endpoint_override=http://ak:{SECRET}@host:9000/x"],
+], ids=["query key", "user and password", "secret-named option", "wandb key", "trainer key", "beside another error", "given twice",
+        "broken YAML", "inside a section", "inside a backend", "a backend section", "upper-case scheme", "missing //", "endpoint's password"])
 def test_a_secret_typed_on_the_command_line_is_never_repeated(argv, tmp_path, monkeypatch, capsys, started):
     """Secrets go in the environment; one typed where a value goes is refused without being printed back."""
     monkeypatch.chdir(tmp_path)
@@ -368,9 +378,9 @@ def test_run_refuses_a_trial_this_machine_cannot_hold_before_the_bases(tmp_path,
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     write_files(tmp_path, {"space.yaml": BASE})
-    cases = {"cpus_per_trial=4096": "key 'resources.cpus_per_trial' = 4096: each trial asks for 4096 CPU, the Ray cluster has"}
+    cases = {"cpus_per_trial=4096": "key 'resources.cpus_per_trial' = 4096: each trial asks for 4096 CPU, the Ray started on this machine would have"}
     if local_resources()["GPU"] == 0:  # a machine without a GPU (CI's)
-        cases["gpus_per_trial=1"] = "key 'resources.gpus_per_trial' = 1: each trial asks for 1 GPU, the Ray cluster has 0"
+        cases["gpus_per_trial=1"] = "key 'resources.gpus_per_trial' = 1: each trial asks for 1 GPU, the Ray started on this machine would have (Ray's own count) 0"
     for item, named in cases.items():
         code, out, err = run_main(["run", "space.yaml", "--set", f"resources.{item}"], capsys)
         assert_refused(code, out, err, (named,), tmp_path, started)

@@ -136,11 +136,11 @@ def test_a_directory_without_trials_is_a_clear_error(tmp_path, capsys):
     assert "no trial folders with result.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("damaged", ["leaderboard.json", "sweep_config.json", "params.json"])
+@pytest.mark.parametrize("damaged", ["leaderboard.json", "sweep_config.json", "params.json", "trainer_config.json"])
 def test_a_damaged_record_is_named_not_a_traceback(damaged, tmp_path, capsys):
     """A sweep's JSON record cut short or overwritten: `report` names the file and where it breaks, exit 2."""
     root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
-    target = next(root.rglob(damaged)) if damaged == "params.json" else root / damaged
+    target = next(root.rglob(damaged)) if damaged in ("params.json", "trainer_config.json") else root / damaged
     target.write_text('{"lr": 0.1, ')
     assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err

@@ -136,6 +136,7 @@ def test_run_never_deletes_a_folder_of_the_sweeps_name_that_is_not_a_sweep(tmp_p
         assert f"{tmp_path / 'results' / 'demo'} exists and is not a sweep's folder (it holds important.txt, notes)" in str(err.value)
         assert "key 'name'" in str(err.value) and store.read_text("demo", "important.txt") == "my thesis data"
     store.write_text("{}", "killed", "base_evals", "hotel.json")
+    store.write_text("{", "killed", "sweep_config.json.partial-12-34")  # killed while its config was written
     start_fresh(store, "killed", fresh=False, space="space.yaml")
     assert not store.exists("killed")
 
