@@ -185,6 +185,10 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             lines.append(f"{source}: unknown key '{key}' (allowed here: {allowed})")
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
+        elif err["type"] == "union_tag_invalid":  # a section's kind (type: ...) that is none of its kinds
+            ctx = err.get("ctx") or {}
+            lines.append(f"{source}: key '{key}.{ctx.get('discriminator', 'type').strip(chr(39))}' = {ctx.get('tag')!r}: "
+                         f"allowed: {ctx.get('expected_tags', '').replace(chr(39), '')}")
         else:
             lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}")
     return "\n".join(lines)

@@ -78,6 +78,7 @@ SPACE_FILES = {
     "space file is a folder": ({"space.yaml/x": ""}, ["space.yaml: a directory, not a YAML file"]),
     "no such space file": ({}, ["space.yaml: no such file"]),
     "empty space file": ({"space.yaml": "# nothing yet\n"}, ["space.yaml: empty (no keys, or only comments)"]),
+    "a scheduler of no kind": ({"space.yaml": BASE + "scheduler: {type: hyperband}\n"}, ["key 'scheduler.type' = 'hyperband': allowed: asha, fifo, median, pbt"]),
     "one output folder for every trial": ({"space.yaml": with_trainer("output_dir: out")}, ["key 'trainer.output_dir' = 'out': each trial of a sweep writes"]),
     "broken YAML": ({"space.yaml": "name: [t\n"}, ["space.yaml: not valid YAML", "space.yaml\", line "]),
     "control character": ({"space.yaml": "name: t\x07\n"}, ["space.yaml: not valid YAML: unacceptable character #x0007"]),

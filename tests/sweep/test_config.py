@@ -186,7 +186,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
 
 
 def test_unknown_scheduler_lists_allowed(tmp_path):
-    _fails(tmp_path, GOOD + "scheduler: {type: hyperband}\n", "scheduler", "'asha', 'fifo', 'median', 'pbt'")
+    _fails(tmp_path, GOOD + "scheduler: {type: hyperband}\n", "scheduler.type' = 'hyperband'", "allowed: asha, fifo, median, pbt")
 
 
 def test_sampler_checks(tmp_path):
