@@ -13,22 +13,24 @@ from pathlib import Path
 from configkit.base import ConfigError
 
 
-def _nearest_folder(path: Path) -> Path:
-    """The nearest folder above ``path`` that exists (where its missing parents would be made)."""
-    existing = path.absolute().parent
+def placement_problem(path: Path) -> str | None:
+    """Why ``path`` (a folder or file, with any missing parents) cannot be made: the nearest existing one of it and
+    its parents is a file, or a folder this user cannot write; None when it can. Also the storage check's
+    (``sweep.store.uris.storage_problems``)."""
+    existing = path.absolute()
     while not existing.exists():
         existing = existing.parent
-    return existing
+    if not existing.is_dir():
+        return f"{existing} is a file, so {path} cannot be made"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by this user"
+    return None
 
 
 def _placement_problem(path: Path, flag: str) -> str | None:
-    """Why nothing can be made at ``path``: a file on the way, or a folder that cannot be written."""
-    above = _nearest_folder(path)
-    if not above.is_dir():
-        return f"{flag} {path}: {above} is a file, so {path} cannot be made; name a path under a folder"
-    if not os.access(above, os.W_OK | os.X_OK):
-        return f"{flag} {path}: {above} is not writable by this user; name a path you can write to"
-    return None
+    """``placement_problem`` of a new output beside its parents, as ``flag``'s problem."""
+    problem = placement_problem(path.absolute().parent)
+    return f"{flag} {path}: {problem}; name a path you can write to" if problem else None
 
 
 def check_output_file(path: Path, flag: str, force: bool = False, appends: bool = False) -> None:

@@ -146,8 +146,8 @@ def with_sets(data: dict[str, Any], sets: Mapping[str, Any], source: str, pin_sw
             for key in unknown:
                 problems.append(f"{source}: --set space.{key}=null: the space does not sweep {key!r} (it sweeps: "
                                 f"{', '.join(data.get('space') or {}) or 'nothing'}); nothing to unsweep")
-            data["space"] = {**(data.get("space") or {}), **swept}
-            data["space"] = {key: value for key, value in data["space"].items() if not (key in swept and swept[key] is None)}  # null: unswept
+            merged = {**(data.get("space") or {}), **swept}
+            data["space"] = {key: value for key, value in merged.items() if not (key in swept and value is None)}  # null: unswept
     space = data.get("space") if isinstance(data.get("space"), dict) else {}
     for key in trainer_level:
         if key in space and not pin_swept:

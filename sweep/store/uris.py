@@ -14,12 +14,12 @@ Leaves out: other schemes (gs://, hdfs://) which pyarrow could serve but nothing
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from configkit import environ
+from configkit.outputs import placement_problem
 from configkit.redact import looks_secret, redact_uri
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
@@ -134,13 +134,9 @@ def storage_problems(uri: str, name: str | None = None) -> list[str]:
             if path.exists() and not path.is_dir():
                 which = f"key 'storage' = {redact_uri(uri)!r}" if path == root else f"key 'storage' = {redact_uri(uri)!r} with key 'name' = {name!r}"
                 return [f"{which}: {path.resolve()} is a file, not a directory; name a directory (or remove the file)"]
-        existing = target.resolve()
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir():
-            return [f"key 'storage' = {redact_uri(uri)!r}: {existing} is a file, so {target.resolve()} cannot be made; name a directory"]
-        if not os.access(existing, os.W_OK | os.X_OK):
-            return [f"key 'storage' = {redact_uri(uri)!r}: {existing} is not writable by this user; name a directory you can write to"]
+        problem = placement_problem(target.resolve())
+        if problem:
+            return [f"key 'storage' = {redact_uri(uri)!r}: {problem}; name a directory you can write to"]
     except OSError as exc:
         return [f"key 'storage' = {redact_uri(uri)!r}: cannot be used as a directory ({exc.strerror or exc})"]
     return []
