@@ -125,11 +125,23 @@ def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
         return []
 
 
+def _unreadable(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> str:
+    """The trial's fate when its ``result.json`` has lines but none of them could be read (else ""), so a damaged
+    record shows as an error in the report, not as a trial that never reported a step."""
+    if rows:
+        return ""
+    lines = [line for line in (store.read_text(f"{folder}/result.json") or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return (f"{folder}/result.json: none of its {len(lines)} lines is readable JSON (damaged): "
+            "the trial's steps are not in this report")
+
+
 def load_trial(store: SweepStore, folder: str) -> TrialData:
     tried = _attempts(store, folder)
     rows = _history(store, folder, tried)
     params = _json_file(store, f"{folder}/params.json", {})
-    error = (store.read_text(f"{folder}/error.txt") or "").strip()
+    error = (store.read_text(f"{folder}/error.txt") or "").strip() or _unreadable(store, folder, rows)
     return trial_from_rows(store, trial_id_of(folder, rows), folder, params, rows, error, attempts.restarts(tried))
 
 

@@ -147,6 +147,20 @@ def test_a_damaged_record_is_named_not_a_traceback(damaged, tmp_path, capsys):
     assert f"{target}: not valid JSON (" in err and "line 1 column" in err and "Traceback" not in err, err
 
 
+def test_a_trial_whose_steps_are_all_unreadable_is_an_error_not_a_silent_blank(tmp_path, capsys):
+    """A result.json overwritten with what is not JSON: the trial's error names the file (its fate stays the
+    leaderboard's word), the rest report as before."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    target = sorted(root.glob("*/result.json"))[0]
+    target.write_text("garbage\n{\"step\": 1, \n")
+    assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 0
+    rows = {t.trial_id: t for t in build_report(str(root), tmp_path / "r2").trials}
+    damaged = [t for t in rows.values() if t.error]
+    assert len(damaged) == 1 and "result.json: none of its 2 lines is readable JSON" in damaged[0].error, rows
+    out = capsys.readouterr()
+    assert "result.json: none of its 2 lines is readable JSON" in out.out and "Traceback" not in out.err
+
+
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
     client = s3_bucket.server.client()
     for path in sweep_dir.rglob("*"):
