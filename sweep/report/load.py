@@ -126,15 +126,16 @@ def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
 
 
 def _unreadable(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> str:
-    """The trial's fate when its ``result.json`` has lines but none of them could be read (else ""), so a damaged
-    record shows as an error in the report, not as a trial that never reported a step."""
-    if rows:
+    """The trial's fate when its ``result.json`` has lines but none of them is JSON and no step came from elsewhere
+    (else ""), so a damaged record shows as an error in the report, not as a trial that never reported a step. Rows
+    dropped for another reason (a restart's redone steps) are not damage."""
+    text = store.read_text(f"{folder}/result.json") or ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if rows or not lines or _json_lines(text):
         return ""
-    lines = [line for line in (store.read_text(f"{folder}/result.json") or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    return (f"{folder}/result.json: none of its {len(lines)} lines is readable JSON (damaged): "
-            "the trial's steps are not in this report")
+    where = f"{store.uri.split('?')[0].rstrip('/')}/{folder}/result.json"
+    return (f"{where}: none of its {len(lines)} lines is readable JSON (damaged): the trial's steps are not in this report; "
+            "restore it from a copy (result.before-resume-*.jsonl beside it, when the sweep was resumed)")
 
 
 def load_trial(store: SweepStore, folder: str) -> TrialData:

@@ -159,6 +159,8 @@ def test_a_trial_whose_steps_are_all_unreadable_is_an_error_not_a_silent_blank(t
     assert len(damaged) == 1 and "result.json: none of its 2 lines is readable JSON" in damaged[0].error, rows
     out = capsys.readouterr()
     assert "result.json: none of its 2 lines is readable JSON" in out.out and "Traceback" not in out.err
+    target.write_text('garbage\n{"step": 1, "training_iteration": 1, "eval/avg_pass_at_1": 0.5}\n')  # one line readable: no damage named
+    assert not [t for t in build_report(str(root), tmp_path / "r3").trials if t.error]
 
 
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
