@@ -187,8 +187,8 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             lines.append(f"{source}: key '{key}' is required")
         elif err["type"] == "union_tag_invalid":  # a section's kind (type: ...) that is none of its kinds
             ctx = err.get("ctx") or {}
-            lines.append(f"{source}: key '{key}.{ctx.get('discriminator', 'type').strip(chr(39))}' = {ctx.get('tag')!r}: "
-                         f"allowed: {ctx.get('expected_tags', '').replace(chr(39), '')}")
+            field, allowed = str(ctx.get("discriminator", "type")).strip("'"), str(ctx.get("expected_tags", "")).replace("'", "")
+            lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
             lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}")
     return "\n".join(lines)

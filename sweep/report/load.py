@@ -74,7 +74,7 @@ def _json_file(store: SweepStore, name: str, missing: Any) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{store.uri.split('?')[0].rstrip('/')}/{name}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
+        raise ConfigError(f"{store.shown(name)}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
                           "the sweep's record is damaged; restore it (or move it away to report without it)") from None
 
 
@@ -129,12 +129,13 @@ def _unreadable(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> s
     """The trial's fate when its ``result.json`` has lines but none of them is JSON and no step came from elsewhere
     (else ""), so a damaged record shows as an error in the report, not as a trial that never reported a step. Rows
     dropped for another reason (a restart's redone steps) are not damage."""
+    if rows:  # the usual case: no second read of the file
+        return ""
     text = store.read_text(f"{folder}/result.json") or ""
     lines = [line for line in text.splitlines() if line.strip()]
-    if rows or not lines or _json_lines(text):
+    if not lines or _json_lines(text):
         return ""
-    where = f"{store.uri.split('?')[0].rstrip('/')}/{folder}/result.json"
-    return (f"{where}: none of its {len(lines)} lines is readable JSON (damaged): the trial's steps are not in this report; "
+    return (f"{store.shown(folder + '/result.json')}: none of its {len(lines)} lines is readable JSON (damaged): the trial's steps are not in this report; "
             "restore it from a copy (result.before-resume-*.jsonl beside it, when the sweep was resumed)")
 
 

@@ -34,6 +34,10 @@ class SweepStore:
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
+    def shown(self, rel: str) -> str:
+        """``rel`` as the user named the sweep (its URI without the query: no endpoint settings in messages)."""
+        return f"{self.uri.split('?')[0].rstrip('/')}/{rel}"
+
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound
 
