@@ -8,6 +8,7 @@ Leaves out: S3 outputs (the report's ``--out`` is local; a sweep's own storage i
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from configkit.base import ConfigError
@@ -22,8 +23,19 @@ def placement_problem(path: Path) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is a file, so {path} cannot be made"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable by this user"
+    return writable_problem(existing)
+
+
+def writable_problem(folder: Path) -> str | None:
+    """Why this user cannot make entries in the existing ``folder``, or None. ``os.access`` answers from the
+    permission bits, which root passes everywhere (``/proc``, a filesystem that refuses new entries), so a folder
+    made and removed at once gives the answer the work would get."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by this user"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".grpo-sweep-probe-", dir=folder))
+    except OSError as exc:
+        return f"{folder} is not writable by this user ({exc.strerror or exc})"
     return None
 
 
@@ -58,5 +70,5 @@ def check_output_folder(path: Path, flag: str, files: tuple[str, ...] = (), forc
         problem = _placement_problem(path, flag)
         if problem:
             raise ConfigError(problem)
-    elif not os.access(path, os.W_OK | os.X_OK):
+    elif writable_problem(path):
         raise ConfigError(f"{flag} {path}: not writable by this user; name a directory you can write to")

@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     exit_with_parent(os.getppid())  # a driver killed meanwhile takes the eval with it
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # the HTTP clients' per-request lines stay out
     logging.getLogger("grpo").setLevel(logging.INFO)
+    logging.getLogger("grpo.warmstart").setLevel(logging.WARNING)  # the driver found or built the base, and said which
     raw, out = (argv or sys.argv[1:])[:2]
     cfg = TrainerConfig.model_validate({**json.loads(raw), "output_dir": out})
     if cfg.torch_threads:

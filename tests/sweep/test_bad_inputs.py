@@ -269,6 +269,9 @@ def _cases() -> list:
     # root writes to any folder it makes: there, a folder no one may write to (procfs refuses even root)
     unwritable = {"space.yaml": with_storage("/proc/1/grpo-sweep-results")} if os.geteuid() == 0 else {"space.yaml": with_storage("ro/results"), "ro/": ""}
     cases.append(pytest.param(Case(("validate", SPACE), ("is not writable by this user",), unwritable), id="storage: unwritable folder"))
+    # procfs's root folder passes os.access for root; the folder made and removed at once answers as the sweep would
+    procfs = {"space.yaml": with_storage("/proc/grpo-sweep-results")}
+    cases.append(pytest.param(Case(("validate", SPACE), ("/proc is not writable by this user",), procfs), id="storage: a filesystem that refuses new folders"))
     for name, (argv, named) in COMMAND_LINE.items():
         cases.append(pytest.param(Case(tuple(argv), tuple(named), COMMAND_LINE_FILES), id=f"command line: {name}"))
     return cases
