@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sweep.store.uris import bare_uri
 from sweep.verdict.thresholds import Thresholds
 
 
 def default_out(uri: str) -> Path:
     """``{sweep}/report`` for a local sweep; ``./report-{name}`` for one on S3 (the report is written locally)."""
     if "://" in uri and not uri.startswith("file://"):
-        return Path.cwd() / f"report-{uri.split('?')[0].rstrip('/').rsplit('/', 1)[-1]}"
+        return Path.cwd() / f"report-{bare_uri(uri).rsplit('/', 1)[-1]}"
     return Path(uri.removeprefix("file://")).expanduser().resolve() / "report"
 
 

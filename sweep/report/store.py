@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pyarrow import fs as pafs
 
+from sweep.store.uris import bare_uri
+
 
 class SweepStore:
     """The files under one sweep's directory (``{storage}/{name}``), addressed by relative paths."""
@@ -36,7 +38,7 @@ class SweepStore:
 
     def shown(self, rel: str) -> str:
         """``rel`` as the user named the sweep (its URI without the query: no endpoint settings in messages)."""
-        return f"{self.uri.split('?')[0].rstrip('/')}/{rel}"
+        return f"{bare_uri(self.uri)}/{rel}"
 
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound

@@ -142,6 +142,11 @@ def storage_problems(uri: str, name: str | None = None) -> list[str]:
     return []
 
 
+def bare_uri(uri: str) -> str:
+    """``uri`` without its query (an endpoint's settings stay out of messages and names) or a trailing slash."""
+    return uri.split("?", 1)[0].rstrip("/")
+
+
 def uri_query(uri: str) -> dict[str, str]:
     return {key: values[-1] for key, values in parse_qs(urlsplit(uri).query).items()}
 

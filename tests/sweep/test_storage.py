@@ -50,6 +50,13 @@ def test_experiment_uris_split_and_join_keeping_the_endpoint():
     assert experiment_uri(storage, name) == uri
 
 
+def test_a_bare_uri_drops_the_query_and_a_trailing_slash_only():
+    from sweep.store.uris import bare_uri
+
+    assert bare_uri("s3://b/p/sweep/?endpoint_override=127.0.0.1:9000&scheme=http") == "s3://b/p/sweep"
+    assert bare_uri("/runs/sweep") == "/runs/sweep" and bare_uri("s3://b/a?b/c") == "s3://b/a"
+
+
 def test_s3_storage_from_the_uri_query_or_the_environment(s3_bucket, monkeypatch):
     with_query = open_storage(f"s3://{s3_bucket.name}/sweeps?endpoint_override={s3_bucket.server.host_port}&scheme=http")
     with_query.write_text("hello", "demo", "a.txt")
