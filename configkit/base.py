@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from configkit.redact import shown_value
+from configkit.redact import redact_text, shown_value
 
 
 class StrictModel(BaseModel):
@@ -77,7 +77,7 @@ def parse_yaml(text: str, source: str) -> Any:
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: {redact_text(str(exc))}") from None  # its snippet quotes the file
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to read as YAML") from None
 

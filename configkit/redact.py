@@ -8,24 +8,40 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SECRET_PARTS = {"secret", "token", "password", "passwd", "credential", "credentials", "signature", "apikey", "auth"}
-SECRET_NAMES = ("api_key", "access_key", "secret_key", "private_key", "session_token", "access_key_id")
+SECRET_PARTS = {"secret", "token", "password", "passwd", "pwd", "credential", "credentials", "signature", "apikey", "auth"}
+SECRET_NAMES = ("apikey", "accesskey", "secretkey", "privatekey", "sessiontoken", "secret", "password", "passwd", "credential", "signature")
+PLAIN_QUERY_OPTIONS = ("endpoint_override", "scheme", "region")  # an S3 URI's options (sweep.store.uris): settings, shown in messages
 HIDDEN = "***"
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:(?://)?)[^/@?#&=]*@")  # scheme://user:pw@ anywhere (or scheme:user:pw@, missing its //)
-_QUERY_PAIR = re.compile(r"(?<=[?&])([^=&#]+)=([^&#]*)")
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:(?://)?)[^/@?#&=\s]*@")  # scheme://user:pw@ anywhere (or scheme:user:pw@, missing its //)
+_QUERY_PAIR = re.compile(r"(?<=[?&])([^=&#\s]+)=([^&#\s]*)")
+_ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[:=]\s*)([^\s,}\]]+)""")
+
+
+def _parts(name: str) -> list[str]:
+    """A name's words: split at ``.``, ``_``, ``-`` and camelCase (``AWSAccessKeyId``: aws, access, key, id)."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", lambda m: f"{m[1] or m[3]}_{m[2] or m[4]}", name)
+    return [part for part in re.split(r"[._\-\s]+", spaced.lower()) if part]
 
 
 def looks_secret(name: str) -> bool:
-    """A key or option named like a secret: ``logging.wandb.api_key``, ``?aws_secret_access_key=``, ``live_token``
-    (not ``max_tokens`` or ``env_key``: the name's parts, split at ``.``, ``_`` and ``-``, are compared)."""
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_NAMES) or bool(SECRET_PARTS & set(re.split(r"[._\-]", lowered)))
+    """A key or option named like a secret: ``logging.wandb.api_key``, ``?aws_secret_access_key=``, ``AWSAccessKeyId``,
+    ``live_token`` (not ``max_tokens`` or ``env_key``: whole words are compared, and runs of words without ``key``)."""
+    parts = _parts(name)
+    joined = "".join(parts)
+    return bool(SECRET_PARTS & set(parts)) or any(word in joined for word in SECRET_NAMES)
 
 
 def redact_uri(text: str) -> str:
-    """``text`` with a URI's user:password@ and its secret-named query values hidden; anything else as it is."""
+    """``text`` with a URI's user:password@ and its query values hidden (but an S3 URI's plain options); else as it is."""
     text = _USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
-    return _QUERY_PAIR.sub(lambda m: f"{m[1]}={HIDDEN}" if looks_secret(m[1]) else m[0], text)
+    return _QUERY_PAIR.sub(lambda m: m[0] if m[1] in PLAIN_QUERY_OPTIONS else f"{m[1]}={HIDDEN}", text)
+
+
+def redact_text(text: str) -> str:
+    """Free text that may quote a user's file (a YAML error's snippet): URIs' secrets and the value after any
+    secret-named key (``api_key: ...``, ``aws_secret_access_key = ...``) hidden."""
+    text = redact_uri(text)
+    return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if looks_secret(m[1]) else m[0], text)
 
 
 def shown_value(key: str, value: Any) -> Any:

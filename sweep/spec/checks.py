@@ -20,6 +20,7 @@ from sweep.spec.bases import base_problems
 from sweep.spec.config import SweepConfig
 from sweep.spec.resource_checks import packing_problems, placement_problems, resource_problems
 from sweep.spec.space_checks import condition_problems, point_problems, scheduler_problems, search_problems, space_problems
+from sweep.spec.webhook import webhook_problem
 from sweep.store.uris import storage_problems
 
 
@@ -133,6 +134,9 @@ def logging_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
     wandb = cfg.logging.wandb
     if wandb.enabled and wandb.mode == "online" and not environ.WANDB_API_KEY.is_set() and not _netrc_has_wandb():
         yield f"{source}: key 'logging.wandb.mode' = 'online' needs WANDB_API_KEY in the environment (or `wandb login`); or use mode: offline"
+    webhook = environ.GRPO_SWEEP_SLACK_WEBHOOK.get("").strip()
+    if webhook and (problem := webhook_problem(webhook)):
+        yield problem
 
 
 def _netrc_has_wandb() -> bool:

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 from configkit import environ
 from configkit.outputs import placement_problem
-from configkit.redact import looks_secret, redact_uri
+from configkit.redact import PLAIN_QUERY_OPTIONS, looks_secret, redact_uri
 
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token")
 
 
-S3_QUERY_KEYS = ("endpoint_override", "scheme", "region")
+S3_QUERY_KEYS = PLAIN_QUERY_OPTIONS
 
 
 ALLOWED = "allowed: a local directory (a plain path) or s3://bucket/prefix"
@@ -83,6 +83,12 @@ def _s3_problem(uri: str, what: str) -> str | None:
     if unknown or not parts.netloc:
         problem = f"unknown option {', '.join(unknown)}" if unknown else "no bucket"
         return f"{what} = {redact_uri(uri)!r}: {problem}; write s3://bucket/prefix, optionally ?{'&'.join(k + '=...' for k in S3_QUERY_KEYS)}"
+    given = [key for key, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    twice = sorted({key for key in given if given.count(key) > 1})
+    blank = sorted(key for key, value in parse_qsl(parts.query, keep_blank_values=True) if not value)
+    if twice or blank:
+        problem = f"option {', '.join(twice)} given more than once (one would silently win)" if twice else f"option {', '.join(blank)} empty"
+        return f"{what} = {redact_uri(uri)!r}: {problem}; give each option once, with a value, or leave it out"
     if not _valid_bucket(parts.netloc):
         return f"{what} = {redact_uri(uri)!r}: {parts.netloc!r} is not a valid bucket name ({BUCKET_RULE})"
     if parts.fragment or "#" in uri or "//" in parts.path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.error
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -28,15 +29,26 @@ log = logging.getLogger(__name__)
 
 
 def post(url: str, text: str, timeout_s: float) -> bool:
-    """POST ``{"text": text}``; False (and a warning without the URL) on any failure."""
-    request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
+    """POST ``{"text": text}``; False (and a warning without any part of the URL) on any failure."""
     try:
+        request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             response.read()
         return True
     except Exception as exc:  # a notification must never take the sweep down
-        log.warning("sweep notification not delivered (%s): %s", WEBHOOK_ENV, str(exc).replace(url, "<webhook>") or type(exc).__name__)
+        log.warning("sweep notification not delivered (%s): %s", WEBHOOK_ENV, failure_reason(exc))
         return False
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed post's reason without the URL: an HTTP status, a network error's kind, else the exception's type."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, OSError):
+        return f"{type(exc.reason).__name__}: {exc.reason.strerror or 'no details'}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return type(exc).__name__
 
 
 def results_location(storage: str, name: str) -> str:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from configkit.redact import looks_secret, redact_uri, shown_value
+from configkit.redact import looks_secret, redact_text, redact_uri, shown_value
 
 
 @pytest.mark.parametrize("name, secret", [
     ("logging.wandb.api_key", True), ("aws_secret_access_key", True), ("live_token", True), ("trainer.password", True),
-    ("AWS_SESSION_TOKEN", True), ("auth", True),
+    ("AWS_SESSION_TOKEN", True), ("auth", True), ("AWSAccessKeyId", True), ("SecretAccessKey", True), ("awssecretaccesskey", True),
+    ("access-key", True), ("pwd", True), ("x-amz-security-token", True),
     ("max_tokens", False), ("micro_batch_tokens", False), ("env.env_keys", False), ("task_key", False), ("author", False),
-    ("optim.lr", False), ("storage", False),
+    ("optim.lr", False), ("storage", False), ("tokenizer", False), ("key", False), ("env_key", False),
 ])
 def test_names_like_a_secret(name, secret):
     assert looks_secret(name) is secret
@@ -24,6 +25,12 @@ def test_a_uris_secrets_are_hidden_and_the_rest_kept():
     assert redact_uri("results/demo") == "results/demo"
     assert redact_uri("s3://b/p?endpoint_override=http://ak:pw@host:9000") == "s3://b/p?endpoint_override=http://***@host:9000"
     assert redact_uri("s3:ak:pw@bucket/p") == "s3:***@bucket/p"
+    assert redact_uri("s3://b/p?key=abc&colour=blue") == "s3://b/p?key=***&colour=***"  # an unknown option may be a key
+
+
+def test_free_text_hides_the_value_after_a_secret_named_key():
+    assert redact_text('  api_key: "sk-1}\n aws_access_key_id = AKIA\n total_steps: 3') == "  api_key: ***}\n aws_access_key_id = ***\n total_steps: 3"
+    assert redact_text('{"token": "t", "task_key": "hotel-1"} [s3://a:b@c/d') == '{"token": ***, "task_key": "hotel-1"} [s3://***@c/d'
 
 
 def test_a_value_is_shown_by_its_key():

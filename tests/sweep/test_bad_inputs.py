@@ -160,6 +160,8 @@ STORAGE = {
     "a braced shell variable": ("${RESULTS}/sweeps", ["${RESULTS} is not expanded here"]),
     "keys before the bucket": ("s3://AKIAXX:hunter2@bucket/p", ["the URI carries a user and password before the bucket (user:secret@)"]),
     "a secret-named option": ("s3://bucket/p?aws_secret_access_key=hunter2", ["the URI carries aws_secret_access_key; credentials come only from the environment"]),
+    "an option twice": ("s3://bucket/p?scheme=ftp&scheme=http", ["option scheme given more than once (one would silently win)"]),
+    "an empty option": ("s3://bucket/p?region=", ["option region empty; give each option once, with a value"]),
 }
 
 # The environment's endpoint for s3:// storage.
@@ -355,8 +357,13 @@ SECRET = "hunter2-SeCrEt"
     ["validate", SPACE, "--set", f"storage=S3://u:{SECRET}@bucket/p"],
     ["validate", SPACE, "--set", f"storage=s3:u:{SECRET}@bucket/p"],
     ["validate", SPACE, "--set", f"storage=s3://bucket/p?endpoint_override=http://ak:{SECRET}@host:9000/x"],
+    ["validate", SPACE, "--set", f"storage=[s3://AKIAXX:{SECRET}@bucket/p"],
+    ["validate", SPACE, "--set", f"storage=s3://bucket/p?AWSAccessKeyId=AKIAXX&Signature={SECRET}"],
+    ["validate", SPACE, "--set", f"storage=s3://bucket/p?AWSAccessKeyId={SECRET}"],
+    ["validate", SPACE, "--set", f"storage=s3://bucket/p?key={SECRET}"],
 ], ids=["query key", "user and password", "secret-named option", "wandb key", "trainer key", "beside another error", "given twice",
-        "broken YAML", "inside a section", "inside a backend", "a backend section", "upper-case scheme", "missing //", "endpoint's password"])
+        "broken YAML", "inside a section", "inside a backend", "a backend section", "upper-case scheme", "missing //", "endpoint's password",
+        "broken YAML around a URI", "a signed URL", "a camelCase key option", "an unknown option's value"])
 def test_a_secret_typed_on_the_command_line_is_never_repeated(argv, tmp_path, monkeypatch, capsys, started):
     """Secrets go in the environment; one typed where a value goes is refused without being printed back."""
     monkeypatch.chdir(tmp_path)
@@ -364,6 +371,31 @@ def test_a_secret_typed_on_the_command_line_is_never_repeated(argv, tmp_path, mo
     code, out, err = run_main([arg.replace("{tmp}", str(tmp_path)) for arg in argv], capsys)
     assert code == 2 and err.startswith("error: ") and not started, (code, out, err)
     assert SECRET not in out + err, err
+
+
+@pytest.mark.parametrize("text", [
+    f'name: t\nlogging: {{wandb: {{enabled: true, api_key: "{SECRET}}}}}\n',
+    f"[default]\naws_access_key_id = AKIAXX\naws_secret_access_key = {SECRET}\n",
+    f'name: t\nstorage: "s3://AKIAXX:{SECRET}@bucket/p\n',
+    f"name: t\nstorage: [s3://AKIAXX:{SECRET}@bucket/p\n",
+], ids=["an unclosed quote", "an AWS credentials file", "a URI's password", "a URI's password in a list"])
+def test_a_space_file_that_is_not_yaml_is_quoted_without_its_secrets(text, tmp_path, capsys, started):
+    """YAML's own message quotes the lines around the error: a secret on them is hidden, the rest still shown."""
+    (tmp_path / "space.yaml").write_text(text)
+    code, out, err = run_main(["validate", str(tmp_path / "space.yaml")], capsys)
+    assert code == 2 and "space.yaml: not valid YAML" in err and "***" in err and not started, (code, out, err)
+    assert SECRET not in out + err, err
+
+
+@pytest.mark.parametrize("url", [f"hooks.slack.com/services/T0/B0/{SECRET}", f"https://hooks.slack.com/services/T0/B0/{SECRET} x", f"ftp://h/{SECRET}"])
+def test_a_webhook_that_is_not_a_url_is_refused_without_being_shown(url, tmp_path, monkeypatch, capsys, started):
+    """The notifier's URL is a secret: one that cannot be posted to stops the start, by the variable's name only."""
+    monkeypatch.setenv("GRPO_SWEEP_SLACK_WEBHOOK", url)
+    write_files(tmp_path, {"space.yaml": BASE})
+    for command in ("validate", "run"):
+        code, out, err = run_main([command, str(tmp_path / "space.yaml")], capsys)
+        assert code == 2 and "GRPO_SWEEP_SLACK_WEBHOOK is not an http(s) URL" in err and not started, (code, out, err)
+        assert SECRET not in out + err, err
 
 
 def test_run_refuses_a_folder_of_the_sweeps_name_that_holds_other_files(tmp_path, monkeypatch, capsys, started):

@@ -90,8 +90,11 @@ def test_a_failing_webhook_is_a_warning_without_the_url(caplog):
         assert time.perf_counter() - started < 1.0
     refused = "http://127.0.0.1:9/services/s3cr3t-webhook-token"  # discard port: nothing listens
     assert post(refused, "nobody", timeout_s=1) is False
-    assert len(caplog.records) == 3
+    assert post("hooks.slack.com/services/T0/B0/s3cr3t-webhook-token", "no scheme", timeout_s=1) is False  # not even a request
+    assert post("https://hooks.slack.com/services/T0/B0/s3cr3t webhook", "a blank", timeout_s=1) is False
+    assert len(caplog.records) == 5
     assert all("s3cr3t" not in r.getMessage() and "127.0.0.1" not in r.getMessage() for r in caplog.records)
+    assert "HTTP 500" in caplog.records[0].getMessage() and "ConnectionRefusedError" in caplog.records[2].getMessage()
 
 
 def test_notifier_goes_quiet_after_repeated_failures(caplog, monkeypatch):
