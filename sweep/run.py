@@ -210,9 +210,13 @@ def prepare_environment() -> None:
 
 
 def check_machine(cfg: SweepConfig) -> None:
-    """Before anything starts: a trial the Ray to be started here could not hold (``local_resources``), refused."""
-    from sweep.spec.resource_checks import local_resources
+    """Before anything starts: a ``RAY_ADDRESS`` nothing answers at, or a trial the Ray to be started here could not
+    hold (``local_resources``), refused."""
+    from configkit import environ
+    from sweep.spec.resource_checks import local_resources, ray_address_problem
 
+    if environ.RAY_ADDRESS.get() and (problem := ray_address_problem(environ.RAY_ADDRESS.get())):
+        raise ConfigError(problem)  # before the bases' minutes: Ray joins that address only then
     here = local_resources()
     if here is not None:
         check_resources(cfg, here, "the Ray started on this machine would have (Ray's own count)")

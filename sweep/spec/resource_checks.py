@@ -7,12 +7,15 @@ extreme, as the trainer runs them again when a trial starts. Problems are lines,
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from configkit import environ
-from configkit.base import apply_overrides
+from configkit.base import ConfigError, apply_overrides
+from configkit.redact import redact_uri
 from grpo.combinations import Clash, pack_clashes, worker_clashes
 from grpo.config import TrainerConfig, pack_wide
 from sweep.spec.config import PbtConfig, SweepConfig
@@ -27,13 +30,48 @@ def cluster_resources() -> tuple[dict[str, float] | None, str]:
     address = environ.RAY_ADDRESS.get()
     if not address:
         return None, "nothing (set RAY_ADDRESS to check against a running Ray cluster)"
+    problem = ray_address_problem(address)
+    if problem:
+        raise ConfigError(problem)
     import ray
 
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
-        return dict(ray.cluster_resources()), f"the Ray cluster at {address}"
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as exc:  # noqa: BLE001 - Ray's reasons vary by version; the address and the fix are what matter
+        raise ConfigError(f"{_shown_address(address)}: Ray could not join a cluster there ({type(exc).__name__}); {RAY_ADDRESS_FIX}") from None
+    try:
+        return dict(ray.cluster_resources()), f"the Ray cluster at {_shown_address(address)[len('RAY_ADDRESS = '):]}"
     finally:
         ray.shutdown()
+
+
+RAY_ADDRESS_FIX = ("give host:port of a running cluster's head (ray://host:10001 for Ray Client), auto to join one started on "
+                   "this machine, or unset RAY_ADDRESS to run on a Ray started here")
+
+
+def _shown_address(address: str) -> str:
+    return f"{environ.RAY_ADDRESS.name} = {redact_uri(address)!r}"
+
+
+def ray_address_problem(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing can be joined at ``RAY_ADDRESS``: not host:port (ray:// or http:// before it allowed), or nothing
+    answering there within ``timeout_s`` (Ray itself waits minutes on an address no one answers at); None for
+    ``auto``/``local`` (Ray finds or starts its own) and for an address that answers."""
+    if address in ("auto", "local"):
+        return None
+    rest = address.split("://", 1)[1] if "://" in address else address
+    try:
+        parts = urlsplit(f"//{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None or ("://" in address and address.split("://", 1)[0] not in ("ray", "http", "https")):
+        return f"{_shown_address(address)}: not host:port; {RAY_ADDRESS_FIX}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"{_shown_address(address)}: nothing answers there ({exc.strerror or type(exc).__name__}); {RAY_ADDRESS_FIX}"
 
 
 def local_resources() -> dict[str, float] | None:

@@ -171,6 +171,13 @@ ENDPOINTS = {
     "endpoint no host": ("http://", ["AWS_ENDPOINT_URL = 'http://': not host:port"]),
 }
 
+# The Ray cluster to join (validate checks resources against it; run joins it after the bases): refused at once.
+RAY_ADDRESSES = {
+    "ray address not host:port": ("garbage", ["RAY_ADDRESS = 'garbage': not host:port; give host:port of a running cluster's head"]),
+    "ray address nobody answers": ("127.0.0.1:1", ["RAY_ADDRESS = '127.0.0.1:1': nothing answers there"]),
+    "ray address with a password": ("http://u:hunter2@127.0.0.1:1", ["RAY_ADDRESS = 'http://***@127.0.0.1:1': nothing answers there"]),
+}
+
 # Command-line arguments of run, validate, resume and train.
 SPACE = "{tmp}/space.yaml"
 COMMAND_LINE = {
@@ -268,6 +275,10 @@ def _cases() -> list:
         for command in ("validate", "run"):
             case = Case((command, SPACE), tuple(named), {"space.yaml": with_storage("s3://bucket/p")}, {"AWS_ENDPOINT_URL": endpoint})
             cases.append(pytest.param(case, id=f"storage: {name} ({command})"))
+    for name, (address, named) in RAY_ADDRESSES.items():
+        for command in ("validate", "run"):
+            case = Case((command, SPACE), tuple(named), {"space.yaml": BASE}, {"RAY_ADDRESS": address})
+            cases.append(pytest.param(case, id=f"command line: {name} ({command})"))
     # root writes to any folder it makes: there, a folder no one may write to (procfs refuses even root)
     unwritable = {"space.yaml": with_storage("/proc/1/grpo-sweep-results")} if os.geteuid() == 0 else {"space.yaml": with_storage("ro/results"), "ro/": ""}
     cases.append(pytest.param(Case(("validate", SPACE), ("is not writable by this user",), unwritable), id="storage: unwritable folder"))
