@@ -84,6 +84,7 @@ PYTHONPATH = Variable("PYTHONPATH", "env server processes find this checkout's p
 # --- read from launchers and the user's shell
 WORLD_SIZE = Variable("WORLD_SIZE", "torchrun's (and Ray Train's) number of ranks")
 LOCAL_RANK = Variable("LOCAL_RANK", "this rank's GPU on its node (torchrun, Ray Train)")
+RANK = Variable("RANK", "this process's rank among all of a run's (torchrun)")
 RAY_ADDRESS = Variable("RAY_ADDRESS", "sweep validate checks resources against the running Ray cluster there")
 RAY_OVERRIDE_RESOURCES = Variable("RAY_OVERRIDE_RESOURCES", "Ray's own override of a node's resources: sweep run then leaves its early resource check to the Ray it starts")
 NETRC = Variable("NETRC", "where `wandb login` keeps its key (default ~/.netrc): online W&B without WANDB_API_KEY")

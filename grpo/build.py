@@ -95,10 +95,9 @@ def policy_source(cfg: TrainerConfig, tasks: Sequence[Task], ranks: Ranks):
 
         return load_pretrained_tokenizer(cfg.model), lambda trainable: load_model(cfg.model, trainable), cfg.model.name_or_path
     seen = base_tasks(cfg, tasks)
-    if ranks.main:
-        base_policy_path(cfg.model, seen)
+    found = base_policy_path(cfg.model, seen) if ranks.main else None
     barrier(ranks)
-    base = str(base_policy_path(cfg.model, seen))
+    base = str(found or base_policy_path(cfg.model, seen, announce=False))
     return load_tiny_tokenizer(base), lambda trainable: load_policy(base, trainable), base
 
 

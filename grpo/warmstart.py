@@ -133,12 +133,14 @@ def cache_root(cfg: ModelConfig) -> Path:
 SHIPPED = Path(__file__).parent / "bases"
 
 
-def base_policy_path(cfg: ModelConfig, tasks: list[Task]) -> Path:
+def base_policy_path(cfg: ModelConfig, tasks: list[Task], announce: bool = True) -> Path:
     """The directory of the warm-started base policy (model + tokenizer): the shipped one when this recipe
-    has one (and ``shipped_base``), else the cached build, building it if missing."""
+    has one (and ``shipped_base``), else the cached build, building it if missing. ``announce``: say which
+    shipped base is used (a rank other than the first, which said it, does not)."""
     shipped = shipped_base(cfg, tasks)
     if shipped is not None:
-        log.info("using the shipped base policy %s (model.shipped_base: false builds it here)", shipped)
+        if announce:
+            log.info("using the shipped base policy %s (model.shipped_base: false builds it here)", shipped)
         return shipped
     root = cache_root(cfg)
     root.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from configkit import environ
 from configkit.base import ConfigError
 from configkit.outputs import check_output_file
 
@@ -156,8 +157,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.metrics_jsonl:  # appended to: it may exist, but must be a file that can be written
         check_output_file(args.metrics_jsonl, "--metrics-jsonl", appends=True)
-        args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
+    if args.metrics_jsonl:  # made only once the config is accepted
+        args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
         from grpo.distributed import torchrun
@@ -168,7 +170,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from grpo.trainer import train
 
     with open(args.metrics_jsonl, "a") if args.metrics_jsonl else nullcontext() as jsonl:
-        train(cfg, ConsoleReporter(jsonl=jsonl))
+        reporter = ConsoleReporter(jsonl=jsonl)
+        train(cfg, reporter)
+    if environ.RANK.get("0") == "0":  # torchrun's other ranks report nothing
+        print(reporter.closing_line(cfg.total_steps, cfg.resume_from), flush=True)
     return 0
 
 

@@ -231,13 +231,16 @@ def load_space(path: str | Path, sets: Mapping[str, Any] | None = None, cluster:
     """A space file, with overrides, parsed and checked.
 
     ``cluster``: the resources trials can get (``{"CPU": 8, "GPU": 1}``), checked when given (``sweep
-    validate`` passes a running cluster's; ``sweep run`` checks the Ray it starts).
+    validate`` passes a running cluster's; ``sweep run`` checks the Ray it starts). ``pin_swept``: the space's base
+    read for one trial (``with_sets``), its scheduler left out.
     """
     path = Path(path)
     data = read_yaml(path)
     source = f"{path} ({describe_sets(sets)})" if sets else str(path)
     if isinstance(data.get("trainer"), dict):
         data["trainer"] = resolve_paths(data["trainer"], path.parent)
+    if pin_swept:  # one trial (train, forecast): no scheduler runs, so a shortened run is not held to its periods
+        data["scheduler"] = {"type": "fifo"}
     data, problems = with_sets(data, sets or {}, source, pin_swept)
     return parse_sweep(data, source, cluster, problems)
 

@@ -146,7 +146,8 @@ def scheduler_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> It
     period = getattr(sched, "grace_period", None) or getattr(sched, "perturbation_interval", None)
     name = "grace_period" if hasattr(sched, "grace_period") else "perturbation_interval"
     if period is not None and period > base.total_steps:
-        yield f"{source}: key 'scheduler.{name}' = {period} exceeds trainer.total_steps = {base.total_steps}"
+        yield (f"{source}: key 'scheduler.{name}' = {period} exceeds trainer.total_steps = {base.total_steps}; "
+               f"lower it (--set scheduler.{name}={base.total_steps}) or raise total_steps")
     if period is not None and eval_metric and period % base.eval.interval:
         yield (f"{source}: key 'scheduler.{name}' = {period} is not a multiple of trainer.eval.interval = {base.eval.interval}: "
                f"the {sched.type} scheduler would compare stale eval results")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,5 +37,29 @@ def test_bad_space_exits_2_naming_file_and_key(tmp_path):
 
 
 def test_train_rejects_a_bad_override(tmp_path):
-    run = _sweep("train", "sweep/search_spaces/demo_cpu.yaml", "--set", "optim.lr=-1")
+    run = _sweep("train", "sweep/search_spaces/demo_cpu.yaml", "--set", "optim.lr=-1", "--metrics-jsonl", str(tmp_path / "new" / "m.jsonl"))
     assert run.returncode == 2 and "optim.lr" in run.stderr and "greater than 0" in run.stderr
+    assert not (tmp_path / "new").exists()  # the metrics file's folder is made only once the config is accepted
+
+
+def test_one_trial_of_a_space_is_not_held_to_its_schedulers_periods():
+    """`train` and `forecast` run one trial of a space's base: ASHA's grace period (6 in the demo) does not refuse a
+    shorter run (it did, and `--set scheduler.grace_period` is a sweep key they refuse); `run` still checks it."""
+    from configkit.base import ConfigError
+    from sweep.spec.loader import load_space, load_trainer
+
+    cfg, space = load_trainer(ROOT / "sweep/search_spaces/demo_cpu.yaml", {"total_steps": 2})
+    assert cfg.total_steps == 2 and space is not None
+    with pytest.raises(ConfigError, match=r"key 'scheduler.grace_period' = 6 exceeds trainer.total_steps = 2"):
+        load_space(ROOT / "sweep/search_spaces/demo_cpu.yaml", {"trainer.total_steps": 2})
+
+
+def test_a_train_run_ends_with_what_it_did_or_why_it_did_nothing():
+    from grpo.reporting import ConsoleReporter
+
+    quiet = ConsoleReporter(stream=open(os.devnull, "w"))  # noqa: SIM115
+    assert quiet.closing_line(6, "ckpt/global_step_6") == (
+        "no step to run: resume_from ckpt/global_step_6 is at or past total_steps = 6; raise it (--set total_steps=N) to train further")
+    quiet.report(5, {"eval/avg_pass_at_1": 0.25}, None)
+    quiet.report(6, {"reward/avg_pass_at_1": 0.5, "eval/avg_pass_at_1": 0.375}, "out/global_step_6")
+    assert quiet.closing_line(6, "ckpt/global_step_4") == "done: steps 5-6 of 6; held-out pass@1 0.250 -> 0.375; last checkpoint out/global_step_6"
