@@ -20,6 +20,7 @@ from toolenvs.backend import BackendConfig, LocalBackendConfig, absorb_moved_key
 CurriculumLevel = Literal["task", "env", "both"]  # data.curriculum.level (grpo.curriculum reads its names from here)
 EnvPotential = Literal["pooled", "tasks"]  # data.curriculum.env_potential
 
+MAX_SEED = 2**31 - 1  # numpy takes seeds below 2**32, torch's generators below 2**63: offsets (ranks, confirm's seeds) stay in both
 CHECKPOINT_STATE_FILE = "trainer_state.json"  # what makes a folder a grpo-sweep checkpoint (grpo.checkpoint writes it last)
 DEFAULT_TASKS = str(Path(__file__).resolve().parent.parent / "toolenvs" / "data" / "hotel.jsonl")
 
@@ -118,7 +119,7 @@ class ModelConfig(StrictModel):
         "give_up: 0}, ticketmaster: {weight: 0}}. Empty: every env alike. Enters the base's recipe only when set.",
     )
     warmstart_seed: int = Field(
-        0, description="Seeds the base policy's build (initialisation, warm-start batches, give-ups), apart from the RL run's `seed`: sweeping `seed` replicates a setting on one base."
+        0, ge=0, le=MAX_SEED, description="Seeds the base policy's build (initialisation, warm-start batches, give-ups), apart from the RL run's `seed`: sweeping `seed` replicates a setting on one base."
     )
     cache_dir: str | None = Field(None, description="Where built base policies are kept; default ~/.cache/grpo-sweep.")
     shipped_base: bool = Field(
@@ -296,7 +297,7 @@ class EvalConfig(StrictModel):
         None, description="Held-out tasks from their own file(s), e.g. `sweep data split --method fleet`'s eval.jsonl; then env.tasks_path is all training tasks and ratio and split_seed are unused."
     )
     ratio: float = Field(0.25, gt=0, lt=1, description="Share of tasks held out for eval (chosen by split_seed).")
-    split_seed: int = Field(0, description="Which tasks are held out, apart from the RL run's `seed`: sweeping `seed` replicates a setting on one test set.")
+    split_seed: int = Field(0, ge=0, le=MAX_SEED, description="Which tasks are held out, apart from the RL run's `seed`: sweeping `seed` replicates a setting on one test set.")
     max_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks.")
     max_tasks_per_env: int | None = Field(None, ge=1, description="Cap on held-out tasks of each env_key (so one big env does not fill the eval).")
     n_samples: int = Field(4, ge=1, description="Samples per eval task (pass@n is reported too).")
@@ -383,7 +384,7 @@ class TrainerConfig(StrictModel):
     resume_from: str | None = Field(None, description="A checkpoint directory to continue from (its next step).")
     output_dir: str | None = Field(None, description="Where eval trajectories are written (None: not written).")
     total_steps: int = Field(10, ge=1, description="GRPO steps (one report each).")
-    seed: int = Field(0, description="Seeds task order, sampling and initialisation.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds task order, sampling and initialisation.")
     torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads (None: torch's default).")
 
     @model_validator(mode="after")

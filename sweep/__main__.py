@@ -42,6 +42,17 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port: {text!r}; give a whole number from 0 (any free port) to 65535") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port; give a whole number from 0 (any free port) to 65535")
+    return value
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from sweep.spec.loader import load_space, parse_sets
     from sweep.spec.resource_checks import cluster_resources
@@ -123,10 +134,10 @@ def _add_watch_flags(parser: argparse.ArgumentParser) -> None:
     from sweep.watch.live_server import DASHBOARD_PORT, LIVE_PORT
 
     parser.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (GRPO_SWEEP_DASHBOARD=0 does the same)")
-    parser.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT}; "
+    parser.add_argument("--dashboard-port", type=port, default=DASHBOARD_PORT, help=f"Ray's dashboard port on 127.0.0.1 (default {DASHBOARD_PORT}; "
                         "a taken port, e.g. by a Ray left running, falls back to a free one)")
     parser.add_argument("--no-live", action="store_true", help="do not serve the live sweep page")
-    parser.add_argument("--live-port", type=int, default=LIVE_PORT, help=f"the live page's port (default {LIVE_PORT}; 0: any free port; "
+    parser.add_argument("--live-port", type=port, default=LIVE_PORT, help=f"the live page's port (default {LIVE_PORT}; 0: any free port; "
                         "a taken port falls back to a free one)")
     parser.add_argument("--live-host", default="127.0.0.1", help="the live page's address (default 127.0.0.1; any other needs "
                         "GRPO_SWEEP_LIVE_TOKEN, which clients from elsewhere must present)")

@@ -97,7 +97,14 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
     import json
 
-    data = json.loads(store.read_text(name, CONFIG_FILE))
+    try:
+        data = json.loads(store.read_text(name, CONFIG_FILE))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = exc
+    if not isinstance(data, dict):
+        why = f"not a JSON object ({type(data).__name__})" if not isinstance(data, Exception) else f"unreadable ({type(data).__name__})"
+        raise ConfigError(f"{where}/{CONFIG_FILE}: {why}: the sweep's saved config is damaged; start the sweep again "
+                          "(`python -m sweep run SPACE --fresh`), or put back the file from a copy")
     # every check a new sweep passes, on what was saved: a sweep whose config no longer passes is not resumed
     return parse_sweep({**data, "storage": store.uri, "name": name}, f"{where}/{CONFIG_FILE}")
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from configkit.base import StrictModel
-from grpo.config import TrainerConfig
+from grpo.config import MAX_SEED, TrainerConfig
 from sweep.spec.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
     DISTRIBUTIONS,
     Choice,
@@ -45,7 +45,7 @@ class SearchConfig(StrictModel):
     num_samples: int = Field(4, ge=1, description="Trials to run (grid: repeats of the whole grid).")
     metric: str = Field("reward/avg_pass_at_1", description="The metric the searcher and scheduler optimise.")
     mode: Literal["max", "min"] = "max"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the searcher's suggestions.")
     n_startup_trials: int = Field(2, ge=1, description="Optuna: random trials before the sampler's model takes over.")
     startup: Literal["random", "spread"] = Field(
         "random",

@@ -63,11 +63,19 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_problem(host: str, token: str | None) -> str | None:
-    """Why the live page may not be bound to ``host`` (None: it may): anywhere but loopback needs a token."""
-    if is_loopback(host) or token:
-        return None
-    return (f"--live-host {host}: the live page would be open to other machines; set {environ.GRPO_SWEEP_LIVE_TOKEN.name} "
-            "(clients from elsewhere must present it), or keep it on 127.0.0.1 and reach it through an SSH tunnel")
+    """Why the live page may not or cannot be bound to ``host`` (None: it may): anywhere but loopback needs a token,
+    and the address must be one this machine can listen on (tried now, on any free port, before anything starts)."""
+    if not (is_loopback(host) or token):
+        return (f"--live-host {host}: the live page would be open to other machines; set {environ.GRPO_SWEEP_LIVE_TOKEN.name} "
+                "(clients from elsewhere must present it), or keep it on 127.0.0.1 and reach it through an SSH tunnel")
+    try:
+        family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except (OSError, UnicodeError) as exc:
+        return (f"--live-host {host}: this machine cannot listen there ({getattr(exc, 'strerror', None) or type(exc).__name__}); "
+                "give one of its own addresses (0.0.0.0 for all of them), or 127.0.0.1")
+    return None
 
 
 def bind_or_any(bind: Callable[[int], object], port: int) -> bool:

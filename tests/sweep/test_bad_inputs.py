@@ -223,6 +223,12 @@ COMMAND_LINE = {
                                               ["key 'resume_from' = '", "not a grpo-sweep checkpoint (no trainer_state.json in it)"]),
     "a model folder not there": (["validate", SPACE, "--set", "model.name_or_path=/no/such/model"],
                                  ["key 'trainer.model.name_or_path' = '/no/such/model': no such directory on this machine"]),
+    "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
+    "dashboard port negative": (["resume", "{tmp}", "--dashboard-port", "-1"], ["argument --dashboard-port: -1 is not a port"]),
+    "search seed negative": (["validate", SPACE, "--set", "search.seed=-1"], ["key 'search.seed' = -1: Input should be greater than or equal to 0"]),
+    "seed past numpy's": (["validate", SPACE, "--set", "seed=18446744073709551616"], ["key 'trainer.seed' = 18446744073709551616: Input should be less than or equal to 2147483647"]),
+    "warm-start seed past numpy's": (["train", "{tmp}/trainer_ok.yaml", "--set", "model.warmstart_seed=4294967296"],
+                                     ["key 'model.warmstart_seed' = 4294967296: Input should be less than or equal to 2147483647"]),
     "train workers 0": (["train", "{tmp}/trainer_ok.yaml", "--workers", "0"], ["argument --workers: 0 is below 1; give 1 or more"]),
     "train metrics into a folder": (["train", "{tmp}/trainer_ok.yaml", "--metrics-jsonl", "{tmp}"], ["--metrics-jsonl ", ": a directory; name a file to write"]),
     "forecast k 0": (["forecast", SPACE, "--k", "0"], ["argument --k: 0 is below 1"]),
@@ -407,6 +413,15 @@ def test_a_webhook_that_is_not_a_url_is_refused_without_being_shown(url, tmp_pat
         code, out, err = run_main([command, str(tmp_path / "space.yaml")], capsys)
         assert code == 2 and "GRPO_SWEEP_SLACK_WEBHOOK is not an http(s) URL" in err and not started, (code, out, err)
         assert SECRET not in out + err, err
+
+
+@pytest.mark.parametrize("host", ["no.such.host.invalid", "192.0.2.1"])
+def test_a_live_host_this_machine_cannot_listen_on_is_refused_before_anything_starts(host, tmp_path, monkeypatch, capsys, started):
+    """A name that does not resolve, or an address of another machine (TEST-NET-1), with the token set."""
+    monkeypatch.setenv("GRPO_SWEEP_LIVE_TOKEN", "a-token")
+    write_files(tmp_path, {"space.yaml": BASE})
+    code, out, err = run_main(["run", str(tmp_path / "space.yaml"), "--live-host", host], capsys)
+    assert code == 2 and f"--live-host {host}: this machine cannot listen there" in err and not started, (code, out, err)
 
 
 def test_run_refuses_a_folder_of_the_sweeps_name_that_holds_other_files(tmp_path, monkeypatch, capsys, started):

@@ -155,6 +155,18 @@ def test_resume_names_what_is_missing(tmp_path):
         resume_sweep(str(tmp_path / "results" / "demo"))
 
 
+@pytest.mark.parametrize("saved", [b"{bad", b"[]", b"null", b'"x"', b"\xff\xfe", b"[" * 100000 + b"]" * 100000])
+def test_a_damaged_saved_config_is_named_with_the_fix(saved, tmp_path):
+    """resume and confirm read the sweep's saved config first: damaged, it is named, never a traceback."""
+    from sweep.resume import load_config
+
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "tuner.pkl").write_bytes(b"x")
+    (tmp_path / "demo" / "sweep_config.json").write_bytes(saved)
+    with pytest.raises(ConfigError, match=r"demo/sweep_config.json: (not a JSON object|unreadable).*the sweep's saved config is damaged"):
+        load_config(open_storage(str(tmp_path)), "demo")
+
+
 def test_a_record_rewritten_while_read_is_always_read_whole_and_a_cut_one_is_skipped(tmp_path):
     import threading
 
