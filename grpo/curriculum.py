@@ -311,14 +311,20 @@ def read_probe(path: str | Path) -> dict[str, tuple[int, int]]:
     where = f"key 'data.curriculum.prior_path' = {str(path)!r}"
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{where}: cannot read it as JSON ({exc}); write one with `python -m sweep forecast --save-probe`") from None
     if not isinstance(data, dict) or data.get("format") != PROBE_FORMAT or data.get("version") != PROBE_VERSION:
         raise ConfigError(f"{where}: not a probe file (format {PROBE_FORMAT!r} version {PROBE_VERSION}); write one with `python -m sweep forecast --save-probe`")
     try:
-        return {t["task_key"]: (int(t["successes"]), int(t["samples"]) - int(t["successes"])) for t in data["tasks"]}
-    except (KeyError, TypeError, ValueError) as exc:
+        counts = {t["task_key"]: (t["successes"], t["samples"]) for t in data["tasks"]}
+    except (KeyError, TypeError) as exc:
         raise ConfigError(f"{where}: a task record lacks task_key, successes or samples ({exc})") from None
+    bad = next((key for key, (wins, n) in counts.items()
+                if not all(isinstance(x, int) and not isinstance(x, bool) for x in (wins, n)) or not 0 <= wins <= n), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: task {bad!r} has successes {counts[bad][0]!r} of samples {counts[bad][1]!r}; "
+                          "each must be a whole number, successes from 0 to samples; write the file anew with `python -m sweep forecast --save-probe`")
+    return {key: (wins, n - wins) for key, (wins, n) in counts.items()}
 
 
 def curriculum_sampler(cfg: TrainerConfig, tasks: list[Task]) -> CurriculumSampler:

@@ -130,6 +130,8 @@ def _records(path: Path) -> tuple[list[tuple[str, Any]], list[str]]:
         document = _one_document(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as JSON; a task file is JSON lines, a JSON array of tasks or {{\"tasks\": [...]}}") from None
     if isinstance(document, list):
         return [(f"{path}[{i}]", item) for i, item in enumerate(document)], []
     if isinstance(document, dict) and "tasks" in document and "prompt" not in document:

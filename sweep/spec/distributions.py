@@ -44,6 +44,10 @@ class Condition(StrictModel):
     def _not_empty(self) -> Condition:
         if not self.model_fields_set:
             raise ValueError(f"a condition needs one of {', '.join([*OPERATORS, 'in'])}")
+        for name in ("gt", "ge", "lt", "le"):
+            value = getattr(self, name)
+            if name in self.model_fields_set and (isinstance(value, bool) or not isinstance(value, int | float) or value != value):
+                raise ValueError(f"{name}: {value!r} is not a number; {name} compares numbers (eq, ne and in take other values)")
         return self
 
     @model_serializer(mode="plain")
@@ -52,13 +56,13 @@ class Condition(StrictModel):
         return {("in" if name == "in_" else name): getattr(self, name) for name in self.model_fields_set}
 
     def holds(self, value: Any) -> bool:
-        tests = [OPERATORS[name](value, getattr(self, name)) for name in OPERATORS if name in self.model_fields_set]
+        try:
+            tests = [OPERATORS[name](value, getattr(self, name)) for name in OPERATORS if name in self.model_fields_set]
+        except TypeError:  # a comparison between incomparable types (a string parent against a number) never holds
+            return False
         if "in_" in self.model_fields_set:
             tests.append(value in (self.in_ or []))
-        try:
-            return all(tests)
-        except TypeError:  # a comparison between incomparable types never holds
-            return False
+        return all(tests)
 
     def describe(self) -> str:
         parts = [f"{name} {getattr(self, name)!r}" for name in OPERATORS if name in self.model_fields_set]
@@ -131,14 +135,22 @@ class QUniform(Uniform):
 
     @model_validator(mode="after")
     def _whole_steps(self) -> QUniform:
+        steps = (self.high - self.low) / self.q
+        if not math.isfinite(steps) or steps > MAX_QUNIFORM_STEPS:
+            raise ValueError(f"q ({self.q:g}) makes more than {MAX_QUNIFORM_STEPS:g} steps from low to high; use uniform or loguniform")
+        if self.high > self.low and round(steps) < 1:
+            raise ValueError(f"q ({self.q:g}) is larger than high - low ({self.high - self.low:g}): every trial would draw low; make q at most high - low")
         if not _is_multiple(self.high - self.low, self.q):
             raise ValueError(f"high - low ({self.high - self.low:g}) must be a whole number of steps q ({self.q:g})")
         return self
 
 
+MAX_QUNIFORM_STEPS = 1e6  # more steps than any sweep draws: a q that small means uniform
+
+
 def _is_multiple(span: float, q: float) -> bool:
     steps = span / q
-    return math.isclose(steps, round(steps), abs_tol=1e-6)
+    return math.isfinite(steps) and math.isclose(steps, round(steps), abs_tol=1e-6)
 
 
 class RandInt(_Sampled):

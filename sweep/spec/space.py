@@ -219,5 +219,9 @@ def grid_search_points(cfg: SweepConfig) -> list[dict[str, Any]]:
 def sampled_trial_count(cfg: SweepConfig) -> int:
     """How many trials the sweep will start."""
     if cfg.search.searcher == "grid":
-        return len(cfg.search.points_to_evaluate) + len(grid_points(cfg)) * cfg.search.num_samples
+        swept = [d for d in cfg.space.values() if not isinstance(d, Fixed)]
+        if any(not hasattr(d, "values") for d in swept):  # a sampled key, which the grid searcher refuses by name
+            return len(cfg.search.points_to_evaluate) + cfg.search.num_samples
+        grid = math.prod(len(d.values) for d in swept) if not any(d.when for d in swept) else len(grid_points(cfg))  # counted, not built
+        return len(cfg.search.points_to_evaluate) + grid * cfg.search.num_samples
     return math.prod(len(d.values) for d in cfg.space.values() if type(d) is Grid and not d.when) * cfg.search.num_samples

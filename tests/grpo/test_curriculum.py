@@ -329,3 +329,18 @@ def test_a_probe_file_seeds_the_env_counts(tasks, tmp_path):
     sampler = make_sampler(cfg, [a1, a2, b1])
     assert sampler.env_counts == {"a": [12.0, 6.0], "b": [1.0, 1.0]}  # 1 + 8 + 3, 1 + 0 + 5; b not probed
     assert sampler.counts[a1.task_key] == [9.0, 1.0]
+
+
+@pytest.mark.parametrize("successes, samples", [(-5, 8), (9, 8), (2.7, 8), (True, 8), (3, float("inf")), ("3", 8)])
+def test_a_probe_file_with_impossible_counts_is_named(successes, samples, tasks, tmp_path):
+    """Counts a probe cannot have (more successes than samples, fractions, infinity) would seed a pass rate below 0."""
+    probe = [SimpleNamespace(task_key=tasks[0].task_key, env_key="hotel", successes=8, samples=8)]
+    path = write_probe(tmp_path / "probe.json", probe, 8)
+    data = json.loads(path.read_text())
+    data["tasks"][0].update(successes=successes, samples=samples)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=rf"task '{tasks[0].task_key}' has successes .* each must be a whole number, successes from 0 to samples"):
+        read_probe(path)
+    path.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ConfigError, match="cannot read it as JSON"):
+        read_probe(path)

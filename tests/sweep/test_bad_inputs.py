@@ -128,6 +128,18 @@ SPACE_FILES = {
     "quoted number": ({"space.yaml": with_trainer("optim: {lr: '1e-3'}")}, ["key 'trainer.optim.lr' = '1e-3': must be a number, not text (write it without quotes)"]),
     "true among the choices": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{choice: [1.0e-3, true]}")},
                                ["key 'space.optim.lr' can give True, which the trainer refuses", "must be a number, not true/false"]),
+    "an order against text": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}\n", "{choice: [1.0e-3]}\n  algorithm.kl_coef: {choice: [0.0, 0.1], when: {optim.lr: {gt: abc}}}\n")},
+                              ["key 'space.algorithm.kl_coef.when.optim.lr'", "gt: 'abc' is not a number; gt compares numbers"]),
+    "a step too small for quniform": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{quniform: [1.0e-5, 1.0e-3, 5.0e-324]}")},
+                                      ["makes more than 1e+06 steps from low to high; use uniform or loguniform"]),
+    "a step larger than the range": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{quniform: [1.0e-5, 1.0e-3, 1000]}")},
+                                     ["q (1000) is larger than high - low (0.00099): every trial would draw low"]),
+    "pbt on a grid with a sampled key": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{uniform: [1.0e-5, 1.0e-3]}").replace(
+        "{searcher: random, num_samples: 1}", "{searcher: grid, num_samples: 2}").replace("total_steps: 2", "total_steps: 4, checkpoint: {interval: 2}")
+        + "scheduler: {type: pbt, perturbation_interval: 2, mutations: {optim.lr: {uniform: [1.0e-5, 1.0e-3]}}}\nmax_concurrent_trials: 2\n"},
+        ["key 'space.optim.lr' is uniform; the grid searcher needs grid, choice or fixed values"]),
+    "a task file nested too deeply": ({"space.yaml": with_trainer("env: {tasks_path: deep.json}"), "deep.json": "[" * 100000 + "]" * 100000},
+                                      ["deep.json: nested too deeply to read as JSON"]),
 }
 
 # Storage values, each tried in the space file (`validate`) and as `run --storage`.
