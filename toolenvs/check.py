@@ -107,11 +107,17 @@ def write_kept(report: CheckReport, path: Path) -> None:
 
 def checkable_tasks(paths: list[Path]) -> tuple[list[Task], list[str]]:
     """The tasks that can be replayed here, and why each other one cannot: a bad record or file (named by
-    ``toolenvs.task``), or an env_key that is not a local app (a Fleet task is checked by Fleet)."""
+    ``toolenvs.task``), an env_key that is not a local app (a Fleet task is checked by Fleet), or a task its app cannot
+    judge (the local backend's own ``problems``: a Fleet verifier_func, a verifier type the app lacks)."""
+    from toolenvs.local.backend import LocalBackendConfig
+
     found, problems = read_task_files(paths)
     tasks = []
     for source, task in found:
-        if task.env_key in APPS:
+        unrunnable = LocalBackendConfig().problems([task]) if task.env_key in APPS else []  # a Fleet verifier, an unknown verifier type
+        if unrunnable:
+            problems.append(f"{source} (task {task.task_key!r}): {'; '.join(unrunnable)}")
+        elif task.env_key in APPS:
             tasks.append(task)
         else:
             problems.append(f"{source} (task {task.task_key!r}): key 'env_key' = {task.env_key!r} is not a local app (known: {', '.join(sorted(APPS))}); "

@@ -235,6 +235,8 @@ COMMAND_LINE = {
                                               ["key 'resume_from' = '", "not a grpo-sweep checkpoint (no trainer_state.json in it)"]),
     "a model folder not there": (["validate", SPACE, "--set", "model.name_or_path=/no/such/model"],
                                  ["key 'trainer.model.name_or_path' = '/no/such/model': no such directory on this machine"]),
+    "a verifier type the app lacks": (["validate", SPACE, "--set", "env.tasks_path={tmp}/odd.jsonl"],
+                                      ["1 hotel task(s) name a verifier type the app does not have: odd-1 ('no_such_verifier'); known: booking_cancelled"]),
     "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
     "dashboard port negative": (["resume", "{tmp}", "--dashboard-port", "-1"], ["argument --dashboard-port: -1 is not a port"]),
     "search seed negative": (["validate", SPACE, "--set", "search.seed=-1"], ["key 'search.seed' = -1: Input should be greater than or equal to 0"]),
@@ -277,6 +279,7 @@ COMMAND_LINE_FILES = {
     "trainer_ok.yaml": "total_steps: 2\n",
     "listspace.yaml": BASE.replace("space:\n  optim.lr: {choice: [1.0e-3]}", "space: [optim.lr]"),
     "split/train.jsonl": task_line(), "split/eval.jsonl": task_line(),
+    "odd.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3)) + task_line(task_key="odd-1", verifier={"type": "no_such_verifier"}),
 }
 
 

@@ -29,3 +29,18 @@ def test_check_keeps_only_tasks_whose_solution_passes(tasks, tmp_path):
     assert run.returncode == 1  # something failed
     assert "broken" in run.stdout
     assert [json.loads(line)["task_key"] for line in kept.read_text().splitlines()] == [t.task_key for t in good]
+
+
+def test_a_task_the_local_app_cannot_judge_is_named_not_replayed(tasks, tmp_path):
+    """An unknown verifier type (a traceback from the app's verify before) and a Fleet verifier_func on a local app
+    are each named with the file and line, and the other tasks are checked all the same."""
+    from toolenvs.check import checkable_tasks
+
+    odd = {**tasks[1].model_dump(), "task_key": "odd", "verifier": {"type": "no_such_verifier"}}
+    hosted = {**tasks[2].model_dump(), "task_key": "hosted", "verifier": None, "verifier_func": "def verify(env): return 1.0"}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in [tasks[0].model_dump(), odd, hosted]))
+    found, problems = checkable_tasks([path])
+    assert [t.task_key for t in found] == [tasks[0].task_key]
+    assert problems[0].startswith(f"{path}:2 (task 'odd'): 1 hotel task(s) name a verifier type the app does not have: odd ('no_such_verifier')")
+    assert problems[1].startswith(f"{path}:3 (task 'hosted'): 1 task(s) have a Fleet verifier_func, which only Fleet runs")

@@ -33,7 +33,7 @@ class LocalBackendConfig(StrictModel):
 
     def problems(self, tasks: Sequence[Task], most: int = 5) -> list[str]:
         """The local apps run their own env_keys, judged by a verifier spec or sandboxed ``verifier_code``."""
-        from toolenvs.local import APPS
+        from toolenvs.local import APPS, get_app
 
         problems = []
         unknown = sorted({t.env_key for t in tasks if t.env_key not in APPS})
@@ -44,6 +44,13 @@ class LocalBackendConfig(StrictModel):
         if hosted:
             problems.append(f"{len(hosted)} task(s) have a Fleet verifier_func, which only Fleet runs: {', '.join(hosted[:most])}; "
                             "use env.backend: {type: fleet}")
+        for env_key in sorted({t.env_key for t in tasks if t.env_key in APPS}):
+            known = get_app(env_key).VERIFIERS
+            odd = [f"{t.task_key} ({t.verifier.get('type')!r})" for t in tasks
+                   if t.env_key == env_key and t.verifier is not None and t.verifier.get("type") not in known]
+            if odd:
+                problems.append(f"{len(odd)} {env_key} task(s) name a verifier type the app does not have: {', '.join(odd[:most])}; "
+                                f"known: {', '.join(sorted(known))}")
         return problems
 
     def sweep_wide(self) -> AbstractContextManager[None]:
