@@ -173,7 +173,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
+        from grpo.combinations import refuse, worker_clashes
         from grpo.distributed import torchrun
+
+        refuse(worker_clashes(cfg, args.workers))  # here, once, not by every rank after torchrun started them
 
         argv = ["train", str(args.config), *(f"--set={item}" for item in args.set)]
         return torchrun(args.workers, ["-m", "sweep", *argv, *(["--metrics-jsonl", str(args.metrics_jsonl)] if args.metrics_jsonl else [])])

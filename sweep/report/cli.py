@@ -16,7 +16,8 @@ def add_report_command(commands) -> None:
     """Register ``python -m sweep report SWEEP [--out DIR] [--<threshold> X ...]``."""
     p = commands.add_parser("report", help="write report/index.html, PNG plots and summary.md for a finished sweep")
     p.add_argument("sweep", help="the sweep's directory ({storage}/{name}) or s3://bucket/prefix[?endpoint_override=host:port&scheme=http]")
-    p.add_argument("--out", type=Path, help="where to write (default: {sweep}/report; ./report-{name} for S3)")
+    p.add_argument("--out", type=Path, help="where to write (default: {sweep}/report, rewritten each time; ./report-{name} for S3)")
+    p.add_argument("--force", action="store_true", help="replace a report already in --out (its summary.md and index.html)")
     p.add_argument("--min-complete", type=int, default=None, help="finished Optuna trials needed for importance (default 3)")
     for f in fields(Thresholds):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=f.default, dest=f"th_{f.name}",
@@ -26,6 +27,7 @@ def add_report_command(commands) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from sweep.report import make_report
+    from sweep.report.render import REPORT_FILES
 
     thresholds = Thresholds(**{f.name: getattr(args, f"th_{f.name}") for f in fields(Thresholds)})
     problems = threshold_problems(thresholds)
@@ -34,7 +36,7 @@ def run_report(args: argparse.Namespace) -> int:
     if problems:
         raise ConfigError("\n".join(problems))
     if args.out is not None:
-        check_output_folder(args.out, "--out")
+        check_output_folder(args.out, "--out", REPORT_FILES, args.force)  # a folder of the user's: its files are not replaced unasked
     try:
         out, markdown = make_report(args.sweep, args.out, thresholds, args.min_complete)
     except FileNotFoundError as exc:

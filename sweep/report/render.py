@@ -234,11 +234,15 @@ def to_html(rep: Report, parts: list[Section], status: str = "", script: str = "
     ])
 
 
+REPORT_FILES = ("summary.md", "index.html")  # what write_report writes (the plots are build's)
+
+
 def write_report(rep: Report, out: Path) -> tuple[Path, Path, str]:
     """Write summary.md and index.html under ``out``; returns their paths and the markdown."""
     parts = sections(rep)
     out.mkdir(parents=True, exist_ok=True)
     markdown = to_markdown(rep, parts)
-    (out / "summary.md").write_text(markdown)
-    (out / "index.html").write_text(to_html(rep, parts))
-    return out / "summary.md", out / "index.html", markdown
+    summary, index = (out / name for name in REPORT_FILES)
+    summary.write_text(markdown)
+    index.write_text(to_html(rep, parts))
+    return summary, index, markdown

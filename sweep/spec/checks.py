@@ -15,6 +15,7 @@ from typing import Any
 
 from configkit import environ
 from configkit.base import ConfigError
+from configkit.outputs import placement_problem
 from grpo.config import CHECKPOINT_STATE_FILE, TrainerConfig
 from sweep.spec.bases import base_problems
 from sweep.spec.config import SweepConfig
@@ -35,7 +36,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
     problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source),
-                *warmstart_problems(base, tasks, source), *path_problems(base, source), *space_problems(cfg, source),
+                *warmstart_problems(base, tasks, source), *cache_problems(base, tasks, source), *path_problems(base, source), *space_problems(cfg, source),
                 *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -72,7 +73,7 @@ def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     if tasks is None:
         return [tasks_problem]
     return [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, ""), *warmstart_problems(base, tasks, source, ""),
-            *path_problems(base, source, "")]
+            *cache_problems(base, tasks, source, ""), *path_problems(base, source, "")]
 
 
 def path_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") -> list[str]:
@@ -98,6 +99,26 @@ def warmstart_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str
 
     where = "key '" + prefix
     return [f"{source}: {p.replace(chr(39).join(['key ', '']), where, 1)}" for p in warmstart_env_problems(base.model, tasks[0])]
+
+
+def cache_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> list[str]:
+    """Where the tiny base will be built (no shipped one for this recipe): a folder this user can make and write
+    (``model.cache_dir``, else ``GRPO_SWEEP_CACHE``, else ~/.cache/grpo-sweep), named before the bases' minutes."""
+    if base.model.name_or_path is not None:
+        return []
+    from grpo.data import base_tasks
+    from grpo.warmstart import cache_root, shipped_base
+
+    if shipped_base(base.model, base_tasks(base, tasks[0])) is not None:
+        return []
+    root = cache_root(base.model)
+    problem = placement_problem(root) if not root.exists() or root.is_dir() else f"{root} is a file, not a directory"
+    if not problem:
+        return []
+    which = f"key '{prefix}model.cache_dir' = {base.model.cache_dir!r}" if base.model.cache_dir else (
+        f"{environ.GRPO_SWEEP_CACHE.name} = {environ.GRPO_SWEEP_CACHE.get()!r}" if environ.GRPO_SWEEP_CACHE.get() else "the default cache folder")
+    return [f"{source}: {which}: the base policy is built there (no shipped one for this recipe), but {problem}; "
+            "name a folder you can write (model.cache_dir or GRPO_SWEEP_CACHE)"]
 
 
 def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: str = "trainer") -> list[str]:

@@ -133,7 +133,10 @@ def storage_problems(uri: str, name: str | None = None) -> list[str]:
     problem = uri_problem(uri)
     if problem or "://" in uri:
         return [problem] if problem else []
-    root = Path(uri).expanduser()
+    try:
+        root = Path(uri).expanduser()
+    except RuntimeError:  # ~user for a user this machine does not have
+        return [f"key 'storage' = {redact_uri(uri)!r}: {uri.split('/', 1)[0]} is no user's home on this machine; write the path itself"]
     target = root / name if name else root
     try:
         for path in (root, target):

@@ -172,6 +172,7 @@ STORAGE = {
     "a braced shell variable": ("${RESULTS}/sweeps", ["${RESULTS} is not expanded here"]),
     "keys before the bucket": ("s3://AKIAXX:hunter2@bucket/p", ["the URI carries a user and password before the bucket (user:secret@)"]),
     "a secret-named option": ("s3://bucket/p?aws_secret_access_key=hunter2", ["the URI carries aws_secret_access_key; credentials come only from the environment"]),
+    "a home of no user": ("~nosuchuser-grpo/x", ["'~nosuchuser-grpo/x': ~nosuchuser-grpo is no user's home on this machine"]),
     "an option twice": ("s3://bucket/p?scheme=ftp&scheme=http", ["option scheme given more than once (one would silently win)"]),
     "an empty option": ("s3://bucket/p?region=", ["option region empty; give each option once, with a value"]),
 }
@@ -235,6 +236,11 @@ COMMAND_LINE = {
                                               ["key 'resume_from' = '", "not a grpo-sweep checkpoint (no trainer_state.json in it)"]),
     "a model folder not there": (["validate", SPACE, "--set", "model.name_or_path=/no/such/model"],
                                  ["key 'trainer.model.name_or_path' = '/no/such/model': no such directory on this machine"]),
+    "a base built into a file": (["validate", SPACE, "--set", "model.shipped_base=false", "--set", "model.cache_dir={tmp}/afile"],
+                                 ["key 'trainer.model.cache_dir' = ", "the base policy is built there (no shipped one for this recipe), but", "afile is a file, not a directory"]),
+    "train a base built into a file": (["train", "{tmp}/trainer_ok.yaml", "--set", "model.shipped_base=false", "--set", "model.cache_dir={tmp}/afile/c"],
+                                       ["key 'model.cache_dir' = ", "afile is a file, so", "cannot be made"]),
+    "train on workers that split no batch": (["train", "{tmp}/trainer_ok.yaml", "--workers", "3"], ["with 3 workers", "every worker needs the same number of tasks"]),
     "a verifier type the app lacks": (["validate", SPACE, "--set", "env.tasks_path={tmp}/odd.jsonl"],
                                       ["1 hotel task(s) name a verifier type the app does not have: odd-1 ('no_such_verifier'); known: booking_cancelled"]),
     "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
@@ -254,6 +260,7 @@ COMMAND_LINE = {
     "split over a split": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/split"],
                            ["split: train.jsonl, eval.jsonl already there and would be replaced; name another directory, or add --force"]),
     "split into a file": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/afile"], ["afile: a file, not a directory"]),
+    "report over a user's page": (["report", "{tmp}", "--out", "{tmp}/site"], ["--out ", "site: index.html already there and would be replaced", "--force"]),
     "report into a file": (["report", "{tmp}", "--out", "{tmp}/afile"], ["--out ", "afile: a file, not a directory"]),
     "report NaN threshold": (["report", "{tmp}", "--min-delta", "nan"], ["--min-delta = nan: allowed: a number at least 0 and at most 1"]),
     "report negative threshold": (["report", "{tmp}", "--min-delta", "-1"], ["--min-delta = -1.0: allowed"]),
@@ -279,6 +286,7 @@ COMMAND_LINE_FILES = {
     "trainer_ok.yaml": "total_steps: 2\n",
     "listspace.yaml": BASE.replace("space:\n  optim.lr: {choice: [1.0e-3]}", "space: [optim.lr]"),
     "split/train.jsonl": task_line(), "split/eval.jsonl": task_line(),
+    "site/index.html": "<h1>my page</h1>",
     "odd.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3)) + task_line(task_key="odd-1", verifier={"type": "no_such_verifier"}),
 }
 
