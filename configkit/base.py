@@ -77,7 +77,10 @@ def parse_yaml(text: str, source: str) -> Any:
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {redact_text(str(exc))}") from None  # its snippet quotes the file
+        for mark in (getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)):
+            if mark is not None:
+                mark.buffer = None  # YAML would quote the file's line, cut anywhere (a secret's key cut off): place only
+        raise ConfigError(f"{source}: not valid YAML: {redact_text(str(exc))}") from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to read as YAML") from None
 

@@ -173,10 +173,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
-        from grpo.combinations import refuse, worker_clashes
+        from grpo.combinations import worker_clashes
         from grpo.distributed import torchrun
 
-        refuse(worker_clashes(cfg, args.workers))  # here, once, not by every rank after torchrun started them
+        clashes = worker_clashes(cfg, args.workers)  # here, once, not by every rank after torchrun started them
+        if clashes:
+            raise ConfigError("\n".join(f"{args.config} (--workers {args.workers}): key {c.key.removeprefix('trainer.')!r} {c.text}"
+                                         for c in clashes))
 
         argv = ["train", str(args.config), *(f"--set={item}" for item in args.set)]
         return torchrun(args.workers, ["-m", "sweep", *argv, *(["--metrics-jsonl", str(args.metrics_jsonl)] if args.metrics_jsonl else [])])

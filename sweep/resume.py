@@ -99,7 +99,10 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
 
     try:
         data = json.loads(store.read_text(name, CONFIG_FILE))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except OSError as exc:  # the storage, not the file: the sweep is kept
+        raise ConfigError(f"{where}/{CONFIG_FILE}: could not be read ({exc.strerror or type(exc).__name__}); check access to the "
+                          "storage and try again") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         data = exc
     if not isinstance(data, dict):
         why = f"not a JSON object ({type(data).__name__})" if not isinstance(data, Exception) else f"unreadable ({type(data).__name__})"

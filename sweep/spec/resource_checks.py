@@ -40,7 +40,7 @@ def cluster_resources() -> tuple[dict[str, float] | None, str]:
     except Exception as exc:  # noqa: BLE001 - Ray's reasons vary by version; the address and the fix are what matter
         raise ConfigError(f"{_shown_address(address)}: Ray could not join a cluster there ({type(exc).__name__}); {RAY_ADDRESS_FIX}") from None
     try:
-        return dict(ray.cluster_resources()), f"the Ray cluster at {_shown_address(address)[len('RAY_ADDRESS = '):]}"
+        return dict(ray.cluster_resources()), f"the Ray cluster at {redact_uri(address)}"
     finally:
         ray.shutdown()
 
@@ -54,7 +54,7 @@ def _shown_address(address: str) -> str:
 
 
 def ray_address_problem(address: str, timeout_s: float = 5.0) -> str | None:
-    """Why nothing can be joined at ``RAY_ADDRESS``: not host:port (ray:// or http:// before it allowed), or nothing
+    """Why nothing can be joined at ``RAY_ADDRESS``: not host:port (ray:// before it allowed; http:// is a dashboard's), or nothing
     answering there within ``timeout_s`` (Ray itself waits minutes on an address no one answers at); None for
     ``auto``/``local`` (Ray finds or starts its own) and for an address that answers."""
     if address in ("auto", "local"):
@@ -65,7 +65,11 @@ def ray_address_problem(address: str, timeout_s: float = 5.0) -> str | None:
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None
-    if not host or port is None or ("://" in address and address.split("://", 1)[0] not in ("ray", "http", "https")):
+    scheme = address.split("://", 1)[0] if "://" in address else None
+    if scheme in ("http", "https"):
+        return (f"{_shown_address(address)}: an http address is the dashboard's (Ray Jobs'), not a cluster to join; "
+                f"{RAY_ADDRESS_FIX}")
+    if not host or port is None or scheme not in (None, "ray"):
         return f"{_shown_address(address)}: not host:port; {RAY_ADDRESS_FIX}"
     try:
         with socket.create_connection((host, port), timeout=timeout_s):

@@ -79,11 +79,11 @@ def _s3_problem(uri: str, what: str) -> str | None:
     if secrets:  # the value is not repeated: it holds a secret
         return (f"{what}: the URI carries {', '.join(secrets)}; credentials come only from the environment "
                 "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): remove them from the URI")
-    unknown = sorted(set(query) - set(S3_QUERY_KEYS))
+    given = [key for key, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    unknown = sorted(set(given) - set(S3_QUERY_KEYS))
     if unknown or not parts.netloc:
         problem = f"unknown option {', '.join(unknown)}" if unknown else "no bucket"
         return f"{what} = {redact_uri(uri)!r}: {problem}; write s3://bucket/prefix, optionally ?{'&'.join(k + '=...' for k in S3_QUERY_KEYS)}"
-    given = [key for key, _ in parse_qsl(parts.query, keep_blank_values=True)]
     twice = sorted({key for key in given if given.count(key) > 1})
     blank = sorted(key for key, value in parse_qsl(parts.query, keep_blank_values=True) if not value)
     if twice or blank:

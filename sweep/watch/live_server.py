@@ -69,12 +69,11 @@ def bind_problem(host: str, token: str | None) -> str | None:
         return (f"--live-host {host}: the live page would be open to other machines; set {environ.GRPO_SWEEP_LIVE_TOKEN.name} "
                 "(clients from elsewhere must present it), or keep it on 127.0.0.1 and reach it through an SSH tunnel")
     try:
-        family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
+        with socket.socket(LiveServer.address_family, socket.SOCK_STREAM) as probe:  # the server's own family (IPv4)
             probe.bind((host, 0))
     except (OSError, UnicodeError) as exc:
         return (f"--live-host {host}: this machine cannot listen there ({getattr(exc, 'strerror', None) or type(exc).__name__}); "
-                "give one of its own addresses (0.0.0.0 for all of them), or 127.0.0.1")
+                "give one of its own IPv4 addresses or names (0.0.0.0 for all of them), or 127.0.0.1")
     return None
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from configkit import environ
+from sweep.store.uris import bare_uri
 from sweep.trials.stoppers import VARIANCE, no_signal
 from sweep.watch.text import fmt
 
@@ -54,7 +55,7 @@ def failure_reason(exc: BaseException) -> str:
 def results_location(storage: str, name: str) -> str:
     """Where the sweep's results are, as a user would open them: an S3 URI or an absolute local path."""
     if "://" in storage:
-        return f"{storage.rstrip('/')}/{name}"
+        return f"{bare_uri(storage)}/{name}"
     return str(Path(storage).expanduser().resolve() / name)
 
 

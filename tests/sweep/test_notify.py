@@ -119,3 +119,4 @@ def test_notifiers_only_with_the_env_var(monkeypatch, tmp_path):
     assert "127.0.0.1:9" not in repr(vars(notifier))  # Tune pickles callbacks into the experiment's state
     assert notifier.results == str(tmp_path / "n") and notifier.total_steps == cfg.trainer.total_steps
     assert results_location("s3://bucket/prefix/", "n") == "s3://bucket/prefix/n"
+    assert results_location("s3://bucket/prefix?endpoint_override=127.0.0.1:9000&scheme=http", "n") == "s3://bucket/prefix/n"
