@@ -22,7 +22,7 @@ def placement_problem(path: Path) -> str | None:
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        return f"{existing} is a file, so {path} cannot be made"
+        return f"{existing} is a file, not a directory" if existing == path.absolute() else f"{existing} is a file, so {path} cannot be made"
     return writable_problem(existing)
 
 
@@ -70,5 +70,5 @@ def check_output_folder(path: Path, flag: str, files: tuple[str, ...] = (), forc
         problem = _placement_problem(path, flag)
         if problem:
             raise ConfigError(problem)
-    elif writable_problem(path):
-        raise ConfigError(f"{flag} {path}: not writable by this user; name a directory you can write to")
+    elif problem := writable_problem(path):
+        raise ConfigError(f"{flag} {path}: {problem}; name a directory you can write to")

@@ -103,13 +103,16 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
         raise ConfigError(f"{where}/{CONFIG_FILE}: could not be read ({exc.strerror or type(exc).__name__}); check access to the "
                           "storage and try again") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        data = exc
+        raise ConfigError(_damaged(where, f"unreadable ({type(exc).__name__})")) from None
     if not isinstance(data, dict):
-        why = f"not a JSON object ({type(data).__name__})" if not isinstance(data, Exception) else f"unreadable ({type(data).__name__})"
-        raise ConfigError(f"{where}/{CONFIG_FILE}: {why}: the sweep's saved config is damaged; start the sweep again "
-                          "(`python -m sweep run SPACE --fresh`), or put back the file from a copy")
+        raise ConfigError(_damaged(where, f"not a JSON object ({type(data).__name__})"))
     # every check a new sweep passes, on what was saved: a sweep whose config no longer passes is not resumed
     return parse_sweep({**data, "storage": store.uri, "name": name}, f"{where}/{CONFIG_FILE}")
+
+
+def _damaged(where: str, why: str) -> str:
+    return (f"{where}/{CONFIG_FILE}: {why}: the sweep's saved config is damaged; start the sweep again "
+            "(`python -m sweep run SPACE --fresh`), or put back the file from a copy")
 
 
 def snapshot_often() -> None:

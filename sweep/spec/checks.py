@@ -17,11 +17,11 @@ from configkit import environ
 from configkit.base import ConfigError
 from configkit.outputs import placement_problem
 from grpo.config import CHECKPOINT_STATE_FILE, TrainerConfig
-from sweep.spec.bases import base_problems
+from sweep.spec.bases import base_problems, base_variants
 from sweep.spec.config import SweepConfig
 from sweep.spec.resource_checks import packing_problems, placement_problems, resource_problems
 from sweep.spec.space_checks import condition_problems, point_problems, scheduler_problems, search_problems, space_problems
-from sweep.spec.webhook import webhook_problem
+from sweep.spec.webhook import webhook_problem, webhook_url
 from sweep.store.uris import storage_problems
 
 
@@ -36,7 +36,7 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if tasks is None:
         return [*storage, tasks_problem]  # the metric, the scheduler and the bases all read the tasks
     problems = [*storage, *backend_problems(base, tasks, source), *curriculum_problems(base, tasks, source),
-                *warmstart_problems(base, tasks, source), *cache_problems(base, tasks, source), *path_problems(base, source), *space_problems(cfg, source),
+                *warmstart_problems(base, tasks, source), *cache_problems(_variants(cfg), tasks, source), *path_problems(base, source), *space_problems(cfg, source),
                 *condition_problems(cfg, source), *base_problems(cfg, source)]
     if "search" not in dropped:
         problems += [*point_problems(cfg, source), *search_problems(cfg, base, source)]
@@ -51,6 +51,14 @@ def meaning_problems(cfg: SweepConfig, source: str, dropped: set[str], cluster: 
     if "logging" not in dropped:
         problems += logging_problems(cfg, source)
     return problems
+
+
+def _variants(cfg: SweepConfig) -> list[TrainerConfig]:
+    """The sweep's bases (``base_variants``), or the base trainer alone when a swept value is bad (named elsewhere)."""
+    try:
+        return base_variants(cfg)
+    except ConfigError:
+        return [cfg.trainer]
 
 
 def trial_tasks_or_problem(base: TrainerConfig, source: str, section: str = "trainer") -> tuple[Any, str | None]:
@@ -73,7 +81,7 @@ def trainer_problems(base: TrainerConfig, source: str) -> list[str]:
     if tasks is None:
         return [tasks_problem]
     return [*backend_problems(base, tasks, source, prefix=""), *curriculum_problems(base, tasks, source, ""), *warmstart_problems(base, tasks, source, ""),
-            *cache_problems(base, tasks, source, ""), *path_problems(base, source, "")]
+            *cache_problems([base], tasks, source, ""), *path_problems(base, source, "")]
 
 
 def path_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") -> list[str]:
@@ -101,24 +109,26 @@ def warmstart_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str
     return [f"{source}: {p.replace(chr(39).join(['key ', '']), where, 1)}" for p in warmstart_env_problems(base.model, tasks[0])]
 
 
-def cache_problems(base: TrainerConfig, tasks: Any, source: str, prefix: str = "trainer.") -> list[str]:
-    """Where the tiny base will be built (no shipped one for this recipe): a folder this user can make and write
-    (``model.cache_dir``, else ``GRPO_SWEEP_CACHE``, else ~/.cache/grpo-sweep), named before the bases' minutes."""
-    if base.model.name_or_path is not None:
-        return []
+def cache_problems(trainers: list[TrainerConfig], tasks: Any, source: str, prefix: str = "trainer.") -> list[str]:
+    """Where each base without a shipped copy will be built (``trainers``: the base trainer first, then the sweep's
+    other base variants): a folder this user can make and write (``model.cache_dir``, else ``GRPO_SWEEP_CACHE``,
+    else ~/.cache/grpo-sweep), named before the bases' minutes. ``tasks``: the first trainer's, loaded already."""
     from grpo.data import base_tasks
     from grpo.warmstart import cache_root, shipped_base
 
-    if shipped_base(base.model, base_tasks(base, tasks[0])) is not None:
-        return []
-    root = cache_root(base.model)
-    problem = placement_problem(root) if not root.exists() or root.is_dir() else f"{root} is a file, not a directory"
-    if not problem:
-        return []
-    which = f"key '{prefix}model.cache_dir' = {base.model.cache_dir!r}" if base.model.cache_dir else (
-        f"{environ.GRPO_SWEEP_CACHE.name} = {environ.GRPO_SWEEP_CACHE.get()!r}" if environ.GRPO_SWEEP_CACHE.get() else "the default cache folder")
-    return [f"{source}: {which}: the base policy is built there (no shipped one for this recipe), but {problem}; "
-            "name a folder you can write (model.cache_dir or GRPO_SWEEP_CACHE)"]
+    problems: dict[Path, str] = {}
+    for i, trainer in enumerate(trainers):
+        model = trainer.model
+        if model.name_or_path is not None or shipped_base(model, base_tasks(trainer, tasks[0] if i == 0 else None)) is not None:
+            continue
+        root = cache_root(model)
+        if root in problems or not (problem := placement_problem(root)):
+            continue
+        which = f"key '{prefix}model.cache_dir' = {model.cache_dir!r}" if model.cache_dir else (
+            f"{environ.GRPO_SWEEP_CACHE.name} = {environ.GRPO_SWEEP_CACHE.get()!r}" if environ.GRPO_SWEEP_CACHE.get() else "the default cache folder")
+        problems[root] = (f"{source}: {which}: the base policy is built there (no shipped one for this recipe), but {problem}; "
+                          "name a folder you can write (model.cache_dir or GRPO_SWEEP_CACHE)")
+    return list(problems.values())
 
 
 def curriculum_problems(base: TrainerConfig, tasks: Any, source: str, section: str = "trainer") -> list[str]:
@@ -155,7 +165,7 @@ def logging_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
     wandb = cfg.logging.wandb
     if wandb.enabled and wandb.mode == "online" and not environ.WANDB_API_KEY.is_set() and not _netrc_has_wandb():
         yield f"{source}: key 'logging.wandb.mode' = 'online' needs WANDB_API_KEY in the environment (or `wandb login`); or use mode: offline"
-    webhook = environ.GRPO_SWEEP_SLACK_WEBHOOK.get("").strip()
+    webhook = webhook_url()
     if webhook and (problem := webhook_problem(webhook)):
         yield problem
 

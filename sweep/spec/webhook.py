@@ -10,6 +10,12 @@ from urllib.parse import urlsplit
 from configkit import environ
 
 
+def webhook_url(variable: str = environ.GRPO_SWEEP_SLACK_WEBHOOK.name) -> str:
+    """The webhook URL from the environment, blanks around it dropped ("" when unset); ``variable``: a test's own."""
+    known = environ.GRPO_SWEEP_SLACK_WEBHOOK
+    return (known if variable == known.name else environ.Variable(variable, "a test's own webhook")).get("").strip()
+
+
 def webhook_problem(url: str) -> str | None:
     """Why ``url`` cannot be posted to (not http(s)://host/..., blanks or control characters in it), or None."""
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from configkit import environ
+from sweep.spec.webhook import webhook_url
 from sweep.store.uris import bare_uri
 from sweep.trials.stoppers import VARIANCE, no_signal
 from sweep.watch.text import fmt
@@ -79,7 +80,7 @@ class SweepNotifier(Callback):
         self.variances: dict[str, list[float]] = defaultdict(list)
 
     def send(self, text: str) -> None:
-        url = (environ.Variable(self.webhook_env, "a test's own webhook").get("") if self.webhook_env != WEBHOOK_ENV else environ.GRPO_SWEEP_SLACK_WEBHOOK.get("")).strip()
+        url = webhook_url(self.webhook_env)
         if not url or self.failures >= MAX_FAILURES:
             return
         self.failures = 0 if post(url, text, self.timeout_s) else self.failures + 1
