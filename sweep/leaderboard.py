@@ -109,7 +109,7 @@ def render(rows: list[dict[str, Any]], console=None) -> None:
     console = console or Console()
     if not console.is_terminal:
         console = Console(width=170, file=console.file)
-    table = Table(title="Leaderboard (by held-out gain over the shared base: mean of the last evals, 90% bootstrap interval over tasks)")
+    table = Table(title="Leaderboard (by held-out gain over the shared base: base → last, the mean of the last evals; 90% bootstrap interval over tasks)")
     keys = list(rows[0]["config"]) if rows else []
     for column in ["#", "trial", *[k.split(".")[-1] for k in keys], "base → last", "gain [90%]", "verdict", "steps", "restarts", "status"]:
         table.add_column(column, no_wrap=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from statistics import fmean
 from typing import Any
 
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
@@ -31,6 +32,14 @@ class Judged:
     verdict: Verdict
     evidence: TrialEvidence
     base_key: str  # which base the trial was scored against
+
+    @property
+    def last(self) -> float | None:
+        """The level the gain was measured at: the mean pass@1 of the evals in the score's window (the last
+        evals, as the per-env tables' *last*), not the single final eval, so base → last reads as the gain."""
+        window = set(self.score.steps)
+        points = [p.pass_at_1 for p in self.evidence.evals if p.step in window]
+        return fmean(points) if points else None
 
 
 def _series(trial: TrialData, key: str) -> list[float]:
@@ -161,7 +170,6 @@ def row(j: Judged, config: dict[str, Any]) -> dict[str, Any]:
     """A judged trial as the leaderboard stores it."""
     s = j.score
     base = j.evidence.base.pass_at_1 if j.evidence.base else None
-    last = j.evidence.evals[-1].pass_at_1 if j.evidence.evals else None
-    return {"trial": j.trial_id, "config": config, "base": base, "last": last, "gain": s.gain, "low": s.low, "high": s.high,
+    return {"trial": j.trial_id, "config": config, "base": base, "last": j.last, "gain": s.gain, "low": s.low, "high": s.high,
             "tied": s.tied, "window": list(s.steps), "budget_episodes": s.budget, "verdict": j.verdict.label, "why": j.verdict.why,
             "lr_advice": j.verdict.lr}

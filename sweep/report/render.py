@@ -52,7 +52,7 @@ def _leaderboard(rep: Report) -> Section:
     base = f" (the shared base: {rep.base:.3f})" if rep.base is not None else ""
     what = "held-out pass@1" if rep.use_eval else f"`{rep.metric}` (training reward (eval was off): step 1's rollouts are the base's; no interval)"
     s = Section("leaderboard", "Leaderboard", [
-        f"Ranked by the gain of {what} over the base{base}: the mean of each trial's last evals minus the base's, with a 90% "
+        f"Ranked by the gain of {what} over the base{base}: the mean of each trial's last evals minus the base's (base → last shows both), with a 90% "
         "bootstrap interval over eval tasks; (tie) marks trials within noise of the best gain (#1 is the middle of the learners among them by update size), and a trial that fell below the base comes after "
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
@@ -60,7 +60,7 @@ def _leaderboard(rep: Report) -> Section:
     s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "restarts", "stopped", "wall s"]
     for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):
         stop = f"{t.stop}: {t.error}" if t.error else t.stop
-        course = f"{_f(j.evidence.base.pass_at_1 if j.evidence.base else None)} → {_f(t.last)}"
+        course = f"{_f(j.evidence.base.pass_at_1 if j.evidence.base else None)} → {_f(j.last)}"
         s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], course, _gain(j), j.verdict.label,
                        str(t.steps), str(t.restarts), stop, f"{t.wall_s:.0f}"])
     return s

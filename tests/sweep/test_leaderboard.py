@@ -103,3 +103,22 @@ def test_a_leaderboard_row_carries_the_way_its_advice_moves_the_lr():
     out = io.StringIO()
     leaderboard.render([stored, {k: v for k, v in stored.items() if k != "lr_advice"}], Console(file=out, width=200))
     assert "flat" in out.getvalue()
+
+
+def test_base_to_last_is_the_level_the_gain_was_measured_at():
+    """``last`` is the mean of the evals in the gain's window (as in the per-env tables), not the final eval: with
+    the base at 0.30 and evals 0.50, 0.40, 0.60 at steps 2, 4, 6 and a window of steps 4 and 6, last is 0.50 and
+    base → last reads as the gain, +0.20, where the final eval alone would say 0.60 beside a gain of +0.20."""
+    from sweep.report.judge import Judged, row
+    from sweep.verdict.labels import TrialEvidence, Verdict
+    from sweep.verdict.score import EvalPoint, score_trials
+
+    base, evals = EvalPoint(0, 0.3), [EvalPoint(2, 0.5), EvalPoint(4, 0.4), EvalPoint(6, 0.6)]
+    score = score_trials(base, {"t1": evals}, 2)["t1"]
+    assert score.steps == (4, 6)
+    judged = Judged("t1", score, Verdict("learns", "rose"), TrialEvidence("t1", base=base, evals=evals), "b")
+    stored = row(judged, {"optim.lr": 1e-4})
+    assert stored["last"] == 0.5 and stored["gain"] == 0.5 - 0.3
+    assert stored["last"] - stored["base"] == stored["gain"]
+    no_evals = Judged("t2", score_trials(base, {"t2": []}, 2)["t2"], Verdict("error", "no evals"), TrialEvidence("t2", base=base), "b")
+    assert row(no_evals, {})["last"] is None
