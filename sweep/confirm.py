@@ -6,8 +6,8 @@ steps (default: twice the sweep's), as a sweep of its own (``{name}_confirm`` be
 stopping, the original's base eval reused), judges it with the same verdict, and says per setting the
 gain of every seed and their mean, and whether the original #1 is still the best. The confirmed winner is
 exported to ``{sweep}/winner/``: ``trainer.yaml`` (a runnable trainer config: ``sweep train`` it) and
-the newest checkpoint of its best seed. With ``confirm.top`` set in the space file, ``sweep run`` (and
-``resume``) end with this stage themselves (``confirm_stage``) and write the sweep's report again with it.
+the newest checkpoint of its best seed; the sweep's report is written again with the confirmation. With
+``confirm.top`` set in the space file, ``sweep run`` (and ``resume``) end with this stage themselves (``confirm_stage``).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
 
 def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False, watch=None) -> int:
     from sweep.resume import load_config
-    from sweep.run import run_sweep
+    from sweep.run import run_sweep, write_report
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -175,6 +175,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
     if winner is not None:
         print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
+    write_report(store, name)  # the sweep's report, now with the confirmation (`sweep confirm` alone left it stale)
     return status
 
 
@@ -188,7 +189,6 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
     if status != 0 or (cfg is not None and cfg.confirm.top == 0):
         return status
     from sweep.resume import load_config
-    from sweep.run import write_report
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -207,5 +207,4 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
     except ConfigError as exc:  # nothing to confirm (no trial reached a trained eval): said, not raised
         print(f"confirm stage skipped: {exc}", flush=True)
         return status
-    write_report(store, name)  # the report, now with the confirmation
     return confirmed

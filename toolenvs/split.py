@@ -115,22 +115,41 @@ def render(split: Split, spec: SplitSpec, method: str = "seeded") -> None:
     Console().print(table)
 
 
+ONLY_FOR = {"seeded": ("max_env_ratio", "max_eval_prompts"), "fleet": ("eval_cap_per_env", "seed")}  # options the other method ignores
+
+
+def check_method_options(args: argparse.Namespace) -> None:
+    """An option given to the method that does not read it is an error, not silently ignored; the fleet
+    method's own bounds."""
+    for option in ONLY_FOR[args.method]:
+        if getattr(args, option) is not None:
+            other = "fleet" if args.method == "seeded" else "seeded"
+            raise ConfigError(f"--{option.replace('_', '-')} applies to --method {other} only")
+    if args.max_env_ratio is not None and not 0.0 < args.max_env_ratio <= 1.0:
+        raise ConfigError(f"--max-env-ratio = {args.max_env_ratio}: must be in (0, 1] (the largest share of the training tasks one env may keep)")
+    if args.max_eval_prompts is not None and args.max_eval_prompts < 1:
+        raise ConfigError(f"--max-eval-prompts = {args.max_eval_prompts}: must be at least 1")
+
+
 def run_split(args: argparse.Namespace) -> int:
+    check_method_options(args)
     check_output_folder(args.out, "--out", SPLIT_FILES, args.force)  # before the split: nothing there is replaced unasked
     tasks = load_task_files(args.tasks)
+    seed = 0 if args.seed is None else args.seed
     if args.method == "fleet":
         from toolenvs.fleet_split import MAX_ENV_TRAIN_RATIO, MAX_EVAL_PROMPTS, fleet_split
 
+        spec = SplitSpec(args.eval_ratio, None, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, seed)
+        check_spec(spec, {t.env_key for t in tasks})
         done = fleet_split(tasks, args.eval_ratio, MAX_ENV_TRAIN_RATIO if args.max_env_ratio is None else args.max_env_ratio,
                            MAX_EVAL_PROMPTS if args.max_eval_prompts is None else args.max_eval_prompts, tuple(args.env_key),
                            args.max_tasks, tuple(args.held_out_env))
         split = Split(done.train, done.eval, done.dropped)
-        spec = SplitSpec(args.eval_ratio, None, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
+        if not split.train:
+            raise ConfigError("no training tasks left by Fleet's rules: lower --eval-ratio, hold out fewer envs, widen --env-key "
+                              "or raise --max-env-ratio; nothing was written")
     else:
-        for option in ("max_env_ratio", "max_eval_prompts"):
-            if getattr(args, option) is not None:
-                raise ConfigError(f"--{option.replace('_', '-')} applies to --method fleet only")
-        spec = SplitSpec(args.eval_ratio, args.eval_cap_per_env, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, args.seed)
+        spec = SplitSpec(args.eval_ratio, args.eval_cap_per_env, tuple(args.held_out_env), tuple(args.env_key), args.max_tasks, seed)
         split = split_tasks(tasks, spec)
     render(split, spec, args.method)
     train_path, eval_path = write_split(split, args.out)
@@ -175,7 +194,7 @@ def add_data_command(commands) -> None:
     p.add_argument("--max-tasks", type=int, default=None, help="at most this many tasks (seeded: sampled by seed; fleet: the first)")
     p.add_argument("--max-env-ratio", type=float, default=None, help="fleet: no env above this share of the training tasks (default 0.2)")
     p.add_argument("--max-eval-prompts", type=int, default=None, help="fleet: eval tasks in all at most (default 60)")
-    p.add_argument("--seed", type=int, default=0, help="seeded: the split's seed")
+    p.add_argument("--seed", type=int, default=None, help="seeded: the split's seed (default 0)")
     p.set_defaults(func=run_split)
     stats = data_commands.add_parser("stats", help="tasks per env and modality of task files (JSON lines, or Fleet's JSON export)")
     stats.add_argument("tasks", type=Path, nargs="+", help="task files")

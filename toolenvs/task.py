@@ -97,7 +97,8 @@ FLEET_NAMES = {"key": "task_key", "env_id": "env_key", "version": "env_version",
 
 
 def from_fleet_names(record: dict[str, Any]) -> dict[str, Any]:
-    """A record with Fleet's export names read as ours (a name given both ways keeps ours)."""
+    """A record with Fleet's export names read as ours (a name given both ways, with the same value, read once:
+    with two values ``fleet_name_clashes`` names it)."""
     out = dict(record)
     for theirs, ours in FLEET_NAMES.items():
         if theirs in out:
@@ -106,13 +107,53 @@ def from_fleet_names(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def fleet_name_clashes(record: dict[str, Any]) -> list[str]:
+    """A field given under both names (Fleet's and ours) with two different values: which one is meant is
+    not for the loader to guess."""
+    return [f"keys '{theirs}' ({record[theirs]!r}) and '{ours}' ({record[ours]!r}) are one field (Fleet's name and ours) "
+            "with two values: keep one" for theirs, ours in FLEET_NAMES.items()
+            if theirs in record and ours in record and record[theirs] != record[ours]]
+
+
+class _JsonObject(dict):
+    """A JSON object as read, with the keys given twice in it or in the objects inside it (dotted): JSON
+    keeps the last of them silently, as PyYAML would (the YAML configs refuse it too)."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj, repeated = _JsonObject(), []
+    for key, value in pairs:
+        if key in obj:
+            repeated.append(key)
+        obj[key] = value
+        inner = [(key, value)] if isinstance(value, dict) else [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else []
+        repeated += [f"{where}.{name}" for where, item in inner for name in getattr(item, "repeated", ())]
+    obj.repeated = tuple(dict.fromkeys(repeated))
+    return obj
+
+
+def _json(text: str) -> Any:
+    """``json.loads`` whose objects remember their repeated keys (``_JsonObject``), for ``parse_task`` to name."""
+    return json.loads(text, object_pairs_hook=_json_object)
+
+
 def parse_task(record: Any, source: str) -> Task:
     """One record to a Task; ConfigError names ``source`` (file:line), the task and the key."""
     if not isinstance(record, dict):
         raise ConfigError(f"{source}: a task record must be a JSON object, got {type(record).__name__}")
+    named = record.get("task_key", record.get("key"))
+    if isinstance(named, str):
+        source = f"{source} (task {named!r})"
+    repeated = getattr(record, "repeated", ())
+    if repeated:
+        keys = ", ".join(f"'{key}'" for key in repeated)
+        raise ConfigError(f"{source}: key {keys} appears twice in the record; JSON would keep the second silently: keep one")
+    clashes = fleet_name_clashes(record)
+    if clashes:
+        raise ConfigError("\n".join(f"{source}: {clash}" for clash in clashes))
     record = from_fleet_names(record)
-    if isinstance(record.get("task_key"), str):
-        source = f"{source} (task {record['task_key']!r})"
     if record.get("modality") == "computer_use":
         raise ConfigError(f"{source}: key 'modality' = 'computer_use': this trainer acts through tool calls only (allowed: tool_use); "
                           "filter computer-use tasks out of the file")
@@ -142,7 +183,7 @@ def _records(path: Path) -> tuple[list[tuple[str, Any]], list[str]]:
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                records.append((f"{path}:{lineno}", json.loads(line)))
+                records.append((f"{path}:{lineno}", _json(line)))
             except (json.JSONDecodeError, RecursionError) as exc:
                 problems.append(f"{path}:{lineno}: not valid JSON: {exc}")
     return records, problems
@@ -153,7 +194,7 @@ def _one_document(text: str) -> Any:
     if not text.lstrip().startswith(("[", "{")):
         return None
     try:
-        return json.loads(text)
+        return _json(text)
     except json.JSONDecodeError:
         if text.lstrip().startswith("["):  # an array that does not parse: its own error, not line by line
             raise

@@ -105,6 +105,9 @@ SPACE_FILES = {
                                 "tasks.jsonl": task_line() + "{oops\n" + task_line(task_key="b", colour="red") + task_line()},
                                ["tasks.jsonl:2: not valid JSON", "tasks.jsonl:3 (task 'b'): unknown key 'colour'",
                                 "tasks.jsonl:4: key 'task_key' = 'hotel-book_id-00' appears twice (first at"]),
+    "task with a key twice": ({"space.yaml": with_trainer("env: {tasks_path: tasks.jsonl}"),
+                               "tasks.jsonl": task_line().replace('"prompt":', '"prompt": "x", "prompt":', 1)},
+                              ["tasks.jsonl:1 (task 'hotel-book_id-00'): key 'prompt' appears twice in the record"]),
     "eval file bad": ({"space.yaml": with_trainer("eval: {interval: 1, tasks_path: [held.jsonl]}"), "held.jsonl": "[1,"},
                       ["key 'eval.tasks_path'", "held.jsonl: not valid JSON"]),
     # configs are strict about types: nothing is coerced, a section of the wrong type is never replaced by defaults
@@ -193,6 +196,7 @@ RAY_ADDRESSES = {
 
 # Command-line arguments of run, validate, resume and train.
 SPACE = "{tmp}/space.yaml"
+FLEET_SPLIT = ["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/new", "--method", "fleet"]
 COMMAND_LINE = {
     "set without =": (["validate", SPACE, "--set", "optim.lr"], ["--set 'optim.lr': write it as dotted.key=value"]),
     "set without key": (["run", SPACE, "--set", "=3"], ["write it as dotted.key=value"]),
@@ -260,6 +264,21 @@ COMMAND_LINE = {
     "split over a split": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/split"],
                            ["split: train.jsonl, eval.jsonl already there and would be replaced; name another directory, or add --force"]),
     "split into a file": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/afile"], ["afile: a file, not a directory"]),
+    # Fleet's split reads neither a seed nor a per-env cap (its own are fixed): given, they are refused, not ignored
+    "fleet split with a seed": ([*FLEET_SPLIT, "--seed", "3"],
+                                ["--seed applies to --method seeded only"]),
+    "fleet split with a per-env cap": ([*FLEET_SPLIT, "--eval-cap-per-env", "2"],
+                                       ["--eval-cap-per-env applies to --method seeded only"]),
+    "fleet split env share 0": ([*FLEET_SPLIT, "--max-env-ratio", "0"],
+                                ["--max-env-ratio = 0.0: must be in (0, 1]"]),
+    "fleet split 0 eval prompts": ([*FLEET_SPLIT, "--max-eval-prompts", "0"],
+                                   ["--max-eval-prompts = 0: must be at least 1"]),
+    "fleet split ratio 1": ([*FLEET_SPLIT, "--eval-ratio", "1"],
+                            ["--eval-ratio = 1.0: must be in [0, 1)"]),
+    "fleet split of no such env": ([*FLEET_SPLIT, "--env-key", "bookng"],
+                                   ["--env-key bookng: no such env_key in the tasks (present: booking)"]),
+    "fleet split with nothing to train": (["data", "split", "{tmp}/booking.jsonl", "--out", "{tmp}/new", "--method", "fleet",
+                                           "--held-out-env", "booking"], ["no training tasks left by Fleet's rules", "nothing was written"]),
     "report over a user's page": (["report", "{tmp}", "--out", "{tmp}/site"], ["--out ", "site: index.html already there and would be replaced", "--force"]),
     "report into a file": (["report", "{tmp}", "--out", "{tmp}/afile"], ["--out ", "afile: a file, not a directory"]),
     "report NaN threshold": (["report", "{tmp}", "--min-delta", "nan"], ["--min-delta = nan: allowed: a number at least 0 and at most 1"]),

@@ -47,8 +47,26 @@ def test_full_record_with_verifier_code(tmp_path):
         (NO_VERIFIER | {"verifier_code": "def check(s):\n  return 1.0"}, "must define a top-level function verify"),
         (NO_VERIFIER | {"verifier_code": 42}, "key 'verifier_code' must be a string"),
         ("[1, 2]", "tasks.jsonl:2: a task record must be a JSON object"),
+        # JSON keeps the last of a repeated key silently: refused, as in the YAML configs, nested keys dotted
+        (json.dumps({**GOOD, "task_key": "t2"})[:-1] + ', "prompt": "Cancel it."}', "tasks.jsonl:2 (task 't2'): key 'prompt' appears twice"),
+        (json.dumps({**GOOD, "task_key": "t2", "env_variables": {"CURRENT_DATE": "2026-01-01"}}).replace(
+            '{"CURRENT_DATE"', '{"CURRENT_DATE": "2025-01-01", "CURRENT_DATE"'), "key 'env_variables.CURRENT_DATE' appears twice"),
+        # a field under Fleet's name and ours with two values: which is meant is not guessed
+        ({**GOOD, "task_key": "t2", "key": "t9"}, "(task 't2'): keys 'key' ('t9') and 'task_key' ('t2') are one field"),
     ],
 )
 def test_bad_records_name_file_line_and_key(tmp_path, record, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_tasks(_write(tmp_path, [GOOD, record]))
+
+
+def test_a_field_under_both_names_with_one_value_reads_once(tmp_path):
+    task = load_tasks(_write(tmp_path, [{**GOOD, "key": "t1", "env_id": "hotel"}]))[0]
+    assert (task.task_key, task.env_key) == ("t1", "hotel")
+
+
+def test_a_repeated_key_in_a_fleet_array_names_its_index(tmp_path):
+    path = tmp_path / "fleet.json"
+    path.write_text("[" + json.dumps(GOOD) + ", " + json.dumps({**GOOD, "task_key": "t2"})[:-1] + ', "env_key": "mail"}]')
+    with pytest.raises(ConfigError, match=re.escape("fleet.json[1] (task 't2'): key 'env_key' appears twice")):
+        load_tasks(path)
