@@ -7,6 +7,8 @@ mixed precision are ``grpo.distributed``'s.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.utils.checkpoint
 
@@ -67,9 +69,22 @@ def shared_prefix_logits(model, input_ids: torch.Tensor, attention_mask: torch.T
     heads, rows = torch.unique(input_ids[:, :prefix], dim=0, return_inverse=True) if shareable else (input_ids, None)
     if len(heads) == len(input_ids):  # nothing shared (or not shareable): one plain forward
         return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
-    cache = model(input_ids=heads, use_cache=True, logits_to_keep=1).past_key_values
+    name = cache_argument(model)
+    heads_out = model(input_ids=heads, use_cache=True, logits_to_keep=1)
+    cache = heads_out.cache if name == "cache" else heads_out.past_key_values
     cache.batch_select_indices(rows)
-    return model(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, past_key_values=cache, use_cache=True, logits_to_keep=keep).logits
+    return model(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, use_cache=True, logits_to_keep=keep, **{name: cache}).logits
+
+
+def cache_argument(model) -> str:
+    """The forward's name for the KV cache: transformers renamed ``past_key_values`` to ``cache`` within 5.x (5.24
+    warns at the old name, which goes in 5.40; older 5.x know only it). Read from the first module, outermost
+    first, whose forward names either (a peft model and a LoRA policy's reference pass it to their base)."""
+    for module in model.modules():
+        parameters = inspect.signature(module.forward).parameters
+        if "cache" in parameters or "past_key_values" in parameters:
+            return "cache" if "cache" in parameters else "past_key_values"
+    return "past_key_values"
 
 
 def _sharded(model) -> bool:

@@ -304,3 +304,35 @@ def test_tis_seq_mask_cap_drops_far_off_sequences(tiny_base, chat, tasks):
     assert masked.item() == pytest.approx(second.item() / 2, rel=1e-5) and masked.item() != pytest.approx(plain.item())
     tokens = batch.loss_mask.sum(-1)
     assert stats["tis_seq_masked_frac"] == pytest.approx(float(tokens[0] / tokens.sum()))
+
+
+def test_the_kv_cache_is_passed_by_the_name_the_model_s_forward_reads():
+    """transformers renamed ``past_key_values`` to ``cache`` within 5.x (the old name warns, then goes): the shared
+    prompt's cache goes by whichever name the model (or a peft model's base) reads."""
+    from grpo.policy import cache_argument
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None):
+            return input_ids
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids=None, cache=None, use_cache=None):
+            return input_ids
+
+    class Wrapped(torch.nn.Module):  # peft's shape: forward(**kwargs) around the model
+        def __init__(self, base):
+            super().__init__()
+            self.base = base
+
+        def forward(self, **kwargs):
+            return self.base(**kwargs)
+
+    class Off:  # a LoRA policy's reference (grpo.lora.AdapterOff): no module of its own, the policy's modules
+        def __init__(self, policy):
+            self.policy = policy
+
+        def modules(self):
+            return self.policy.modules()
+
+    models = (Old(), New(), Wrapped(Old()), Wrapped(New()), Off(Wrapped(New())))
+    assert [cache_argument(m) for m in models] == ["past_key_values", "cache", "past_key_values", "cache", "cache"]
