@@ -176,6 +176,10 @@ def dotted_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     return keys
 
 
+TEXT_ERRORS = ("string_type", "literal_error", "enum")  # where text was wanted: a true/false there may be YAML's reading
+BOOL_WORDS = "YAML reads an unquoted yes, no, on or off as true/false: quote the word ('off') if you meant the text"
+
+
 def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, prefix: str = "") -> str:
     """One line per error: ``source: key 'a.b' = value: what is wrong (allowed: ...)``."""
     lines = []
@@ -186,6 +190,10 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(sorted(owner.model_fields) if owner else [])
             lines.append(f"{source}: unknown key '{key}' (allowed here: {allowed})")
+        elif err["type"] == "invalid_key":  # a key YAML read as a number or true/false; pydantic's loc holds it as an int
+            where = prefix + ".".join(str(p) for p in loc[:-1])
+            hint = f"; {BOOL_WORDS}" if isinstance(value, bool) else ""
+            lines.append(f"{source}: key {value!r} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name{hint}")
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
         elif err["type"] == "union_tag_invalid":  # a section's kind (type: ...) that is none of its kinds
@@ -193,7 +201,8 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             field, allowed = str(ctx.get("discriminator", "type")).strip("'"), str(ctx.get("expected_tags", "")).replace("'", "")
             lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
-            lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}")
+            hint = f"; {BOOL_WORDS}" if isinstance(value, bool) and err["type"] in TEXT_ERRORS else ""
+            lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}{hint}")
     return "\n".join(lines)
 
 

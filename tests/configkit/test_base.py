@@ -90,6 +90,35 @@ def test_strict_types_are_named_in_the_authors_words():
     assert describe_errors(caught.value, Outer, "f.yaml") == "f.yaml: key 'inner' = [1]: must be a mapping of keys (a section), not a list"
 
 
+def test_yaml_11_booleans_where_text_was_meant_are_explained():
+    """``lr_schedule: off`` and ``name: no`` reach the model as False, and an ``on:`` key as True (YAML 1.1): the
+    error says so and how to quote; a true/false given for a number gets no such hint (nobody writes ``lr: on``)."""
+    from typing import Literal
+
+    from configkit.base import ConfigError, StrictModel, parse_yaml, validate
+
+    class Inner(StrictModel):
+        schedule: Literal["constant", "cosine"] = "constant"
+        name: str = "a"
+        lr: float = 0.1
+
+    class Outer(StrictModel):
+        inner: Inner = Inner()
+
+    def said(text: str) -> str:
+        with pytest.raises(ConfigError) as caught:
+            validate(Outer, parse_yaml(text, "f.yaml"), "f.yaml")
+        return str(caught.value)
+
+    quote = "YAML reads an unquoted yes, no, on or off as true/false: quote the word ('off') if you meant the text"
+    assert said("inner: {schedule: off}") == f"f.yaml: key 'inner.schedule' = False: Input should be 'constant' or 'cosine'; {quote}"
+    assert said("inner: {name: no}") == f"f.yaml: key 'inner.name' = False: must be text, not true/false; {quote}"
+    assert said("inner: {on: 1}") == f"f.yaml: key True under 'inner' is true/false, not a name; {quote}"
+    assert said("3: 1") == "f.yaml: key 3 under '(top level)' is a whole number, not a name"
+    assert said("inner: {lr: on}") == "f.yaml: key 'inner.lr' = True: must be a number, not true/false"
+    assert validate(Outer, parse_yaml("inner: {name: 'no'}", "f.yaml"), "f.yaml").inner.name == "no"
+
+
 def test_a_tagged_unions_member_is_not_a_key_in_the_file():
     """Pydantic names the member in its locations (``env.backend.fleet.colour``): the error names the file's key
     and the chosen member's keys as the allowed ones."""
