@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +57,7 @@ def test_one_trial_of_a_space_is_not_held_to_its_schedulers_periods():
 def test_a_train_run_ends_with_what_it_did_or_why_it_did_nothing():
     from grpo.reporting import ConsoleReporter
 
-    quiet = ConsoleReporter(stream=open(os.devnull, "w"))  # noqa: SIM115
+    quiet = ConsoleReporter(stream=io.StringIO())
     assert quiet.closing_line(6, "ckpt/global_step_6") == (
         "no step to run: resume_from ckpt/global_step_6 is at or past total_steps = 6; raise it (--set total_steps=N) to train further")
     quiet.report(5, {"eval/avg_pass_at_1": 0.25}, None)

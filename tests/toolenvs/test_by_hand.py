@@ -39,7 +39,7 @@ def by_hand(*args: str) -> Iterator[tuple[str, str]]:
         yield f"http://127.0.0.1:{ready.split()[1]}", told
     finally:
         process.kill()
-        process.wait()
+        process.communicate()  # reaps it and closes both pipes
 
 
 async def sdk_calls(url: str, calls: list[tuple[str, dict]]) -> tuple[list[str], list[tuple[str, bool]]]:

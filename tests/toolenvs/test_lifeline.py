@@ -32,7 +32,7 @@ def test_child_dies_when_its_parent_is_killed():
     child = int(parent.stdout.readline())
     assert _alive(child)
     parent.send_signal(signal.SIGKILL)  # the parent cannot clean up: the child must notice
-    parent.wait()
+    parent.communicate()  # reaps it and closes its pipe
     deadline = time.monotonic() + 10
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
