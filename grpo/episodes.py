@@ -18,7 +18,7 @@ import asyncio
 import json
 import math
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
@@ -260,25 +260,33 @@ async def _act(traj: Trajectory, session, action: ToolCall | Malformed, turn: in
 
 async def run_episodes(
     tasks: Sequence[Task], n_samples: int, clients: Mapping[str, EpisodeClient], generator: Generator, chat: ChatFormat, limits: EpisodeLimits,
-    group_ids: Sequence[int] | None = None,
+    group_ids: Sequence[int] | None = None, on_done: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
     """``n_samples`` episodes of each task, each on its env_key's client, model turns batched across all of
     them (or streamed, ``turn_source``). Task i's episodes form group ``group_ids[i]`` (default i): a group's
-    one identity, which the advantages and the metrics both group by."""
+    one identity, which the advantages and the metrics both group by. ``on_done`` hears each episode as it
+    ends (progress); it changes no sample: the order of the list and every request's seed stay as they are."""
     groups = list(group_ids) if group_ids is not None else list(range(len(tasks)))
     if len(set(groups)) != len(tasks):
         raise ValueError(f"{len(tasks)} tasks need as many distinct group ids, got {groups}")
     sampling = SamplingParams(limits.max_generate_length, limits.temperature)
     batcher = turn_source(generator, sampling, live=len(tasks) * n_samples)
     jobs = [(task, group) for group, task in zip(groups, tasks) for _ in range(n_samples)]
-    return list(await asyncio.gather(*[_run_episode(task, group, i, clients[task.env_key], batcher, chat, limits) for i, (task, group) in enumerate(jobs)]))
+
+    async def episode(i: int, task: Task, group: int) -> Trajectory:
+        traj = await _run_episode(task, group, i, clients[task.env_key], batcher, chat, limits)
+        if on_done is not None:
+            on_done(traj)
+        return traj
+
+    return list(await asyncio.gather(*[episode(i, task, group) for i, (task, group) in enumerate(jobs)]))
 
 
 def collect(tasks: Sequence[Task], n_samples: int, backend: EnvBackend, generator: Generator, chat: ChatFormat, limits: EpisodeLimits,
-            group_ids: Sequence[int] | None = None) -> list[Trajectory]:
+            group_ids: Sequence[int] | None = None, on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """``run_episodes`` in an event loop of its own, on the backend's clients for that loop."""
 
     async def run() -> list[Trajectory]:
-        return await run_episodes(tasks, n_samples, backend.clients(), generator, chat, limits, group_ids)
+        return await run_episodes(tasks, n_samples, backend.clients(), generator, chat, limits, group_ids, on_done)
 
     return asyncio.run(run())

@@ -204,7 +204,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     cfg, sweep_cfg = load_trainer(args.config, {**parse_sets(args.set), "data.curriculum.prior_path": None})
     _show_base_policy_build()
     print(f"probing the base policy: {args.k} samples of each training task...", flush=True)
-    results = probe(cfg, args.k)
+    results = probe(cfg, args.k, say=lambda line: print(line, flush=True))
     render(results, candidate_sizes(cfg, sweep_cfg), args.k)
     if args.save_probe:
         from grpo.curriculum import write_probe

@@ -58,7 +58,10 @@ def test_probe_counts_every_sample_of_every_task():
     from sweep.forecast import probe
 
     cfg = TrainerConfig.model_validate({"model": TEST_MODEL, "torch_threads": 1, "env": {"max_tasks": 3}, "rollout": {"max_turns": 2}})
-    results = probe(cfg, k=3)
+    said: list[str] = []
+    results = probe(cfg, k=3, say=said.append)
+    assert probe(cfg, k=3) == results  # hearing the episodes end changes no sample
+    assert len(said) == 9 and said[-1].startswith(f"probe: 9/9 episodes (100%), {sum(r.successes for r in results)} passed, ")
     assert [r.samples for r in results] == [3, 3, 3]
     assert all(0 <= r.successes <= 3 for r in results)
     row = forecast_table(results, [3])[-1]
@@ -68,6 +71,25 @@ def test_probe_counts_every_sample_of_every_task():
     cut = probe(short, k=2)
     assert [(r.successes, r.context_limited) for r in cut] == [(0, 2)] * 3
     assert context_bound(cut) == [r.task_key for r in cut] and forecast_table(cut, [2])[-1]["context_limited"] == 1.0
+
+
+def test_probe_progress_says_a_line_at_every_tenth_of_the_episodes():
+    from types import SimpleNamespace
+
+    from sweep.forecast import ProbeProgress
+
+    said: list[str] = []
+    ticks = iter(range(100))
+    heard = ProbeProgress(25, said.append, clock=lambda: 2.0 * next(ticks))
+    outcomes = [(False, 1.0), (False, 0.0), (True, 0.0)] * 8 + [(False, 1.0)]  # 9 passes, 8 env errors in 25
+    for env_error, reward in outcomes:
+        heard(SimpleNamespace(env_error=env_error, reward=reward))
+    assert len(said) == 10  # at 3, 5, 8, 10, 13, 15, 18, 20, 23, 25 of 25
+    assert said[0] == "probe: 3/25 episodes (12%), 1 passed, 1 env error, 2 s"  # the clock read as it is made (0), then +2 a line
+    assert said[-1] == "probe: 25/25 episodes (100%), 9 passed, 8 env errors, 20 s"
+    clean: list[str] = []
+    ProbeProgress(1, clean.append, clock=lambda: 0.0)(SimpleNamespace(env_error=False, reward=0.0))
+    assert clean == ["probe: 1/1 episodes (100%), 0 passed, 0 s"]
 
 
 def test_candidates_come_from_the_space_and_render_suggests_the_best(capsys):
