@@ -61,18 +61,44 @@ _Loader.add_implicit_resolver(
 )
 
 
+AMBIGUOUS_NUMBER = "tag:grpo-sweep,2026:ambiguous-number"
+for _first in "-+0123456789":  # ahead of YAML 1.1's int resolver, which would read these silently
+    _Loader.yaml_implicit_resolvers.setdefault(_first, []).insert(0, (AMBIGUOUS_NUMBER, re.compile(
+        r"^[-+]?(?:0[0-9_]+|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?)$")))
+
+
+def ambiguous_number(value: str) -> str:
+    """Why ``010`` (YAML 1.1: octal 8; YAML 1.2 and most eyes: 10; ``09``: text) or ``1:30`` (YAML 1.1: base 60,
+    90) is refused, naming both readings: a seed or a step count would change silently, or turn to text."""
+    if ":" in value:
+        parts = value.lstrip("+-").replace("_", "").split(":")
+        read = sum(float(p) * 60 ** (len(parts) - 1 - i) for i, p in enumerate(parts)) * (-1 if value.startswith("-") else 1)
+        return f"YAML 1.1 reads it in base 60 ({read:g}): quote it if it is text, or write the number you mean"
+    sign, digits = value[:1] if value[0] in "+-" else "", value.lstrip("+-").replace("_", "")
+    read = f"octal ({int(sign + digits, 8)})" if set(digits) <= set("01234567") else "text (an 8 or 9 follows the zero)"
+    return f"a leading zero, which YAML 1.1 reads as {read}: write {sign}{digits.lstrip('0') or '0'} for the number, or quote it if it is text"
+
+
+def _refuse_ambiguous(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    """Where ``_problems`` does not look (a key): the same refusal, at its line."""
+    raise yaml.constructor.ConstructorError(None, None, f"{node.value}: {ambiguous_number(node.value)}", node.start_mark)
+
+
+_Loader.add_constructor(AMBIGUOUS_NUMBER, _refuse_ambiguous)
+
+
 def parse_yaml(text: str, source: str) -> Any:
     """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
-    (PyYAML keeps the last one, silently): ConfigError naming the key's dotted path and both lines."""
+    (PyYAML keeps the last one, silently) and a number YAML 1.1 reads otherwise than it looks (``010``, ``1:30``):
+    ConfigError naming each dotted key and line (a secret's value not shown)."""
     try:
         loader = _Loader(text)  # refuses control characters already
         loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
         try:
             node = loader.get_single_node()
-            repeated = [f"{source}: key '{key}' appears twice ({where}); the second would silently win: keep one"
-                        for key, where in _repeated_keys(node)]
-            if repeated:
-                raise ConfigError("\n".join(repeated))
+            problems = [f"{source}: {problem}" for problem in _problems(node)]
+            if problems:
+                raise ConfigError("\n".join(problems))
             return loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -88,27 +114,41 @@ def parse_yaml(text: str, source: str) -> Any:
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _repeated_keys(node: yaml.Node | None, path: str = "", seen_nodes: set[int] | None = None) -> Iterator[tuple[str, str]]:
-    """(dotted key, ``lines 3 and 7``) for each key given twice in one mapping, anywhere under ``node``."""
-    seen_nodes = set() if seen_nodes is None else seen_nodes
-    if node is None or id(node) in seen_nodes:  # an alias is checked where its anchor is
+def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None) -> Iterator[tuple[str, yaml.Node]]:
+    """(dotted key, node) for ``node`` and every value under it; an alias's node once, where its anchor is."""
+    seen = set() if seen is None else seen
+    if node is None or id(node) in seen:
         return
-    seen_nodes.add(id(node))
+    seen.add(id(node))
+    yield path, node
     if isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            yield from _repeated_keys(item, f"{path}[{i}]", seen_nodes)
-    if not isinstance(node, yaml.MappingNode):
-        return
-    marks: dict[tuple[str, str], yaml.Mark] = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+            yield from _nodes(item, f"{path}[{i}]", seen)
+    elif isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != MERGE_TAG:
+                yield from _nodes(value_node, f"{path}.{key_node.value}" if path else str(key_node.value), seen)
+
+
+def _problems(root: yaml.Node | None) -> Iterator[str]:
+    """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks."""
+    for path, node in _nodes(root):
+        if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
+            hidden = shown_value(path, node.value) != node.value  # a secret's value: its reading would show it
+            why = "a number YAML 1.1 reads otherwise than it looks: quote it" if hidden else ambiguous_number(node.value)
+            where = f"key '{path}' = {shown_value(path, node.value)} (line {node.start_mark.line + 1})" if path else node.value  # a --set value
+            yield f"{where}: {why}"
+        if not isinstance(node, yaml.MappingNode):
             continue
-        dotted = f"{path}.{key_node.value}" if path else str(key_node.value)
-        first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
-        if first is not second:
-            yield dotted, (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
-                           else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
-        yield from _repeated_keys(value_node, dotted, seen_nodes)
+        marks: dict[tuple[str, str], yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+                continue
+            first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
+            if first is not second:
+                where = (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
+                         else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
+                yield f"key '{f'{path}.' if path else ''}{key_node.value}' appears twice ({where}); the second would silently win: keep one"
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

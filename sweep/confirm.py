@@ -100,6 +100,24 @@ def holds(results: list[SettingResult]) -> bool:
     return bool(scored) and max(scored, key=lambda r: r.mean).original_rank == min(r.original_rank for r in results)
 
 
+def machine_paths_note(trainer: dict[str, Any]) -> str:
+    """A comment line naming the exported trainer's paths (absolute, as the sweep resolved them: this machine's)
+    and how to give them elsewhere; empty when it names none."""
+    from sweep.spec.loader import TRAINER_PATHS
+
+    keys = []
+    for path in TRAINER_PATHS:
+        node: Any = trainer
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            keys.append(".".join(path))
+    if not keys:
+        return ""
+    return (f"# Its paths ({', '.join(keys)}) are the sweep machine's; elsewhere, edit them here or give them as "
+            f"--set {keys[0]}=PATH (relative to the working directory).\n")
+
+
 def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[str, Any]], winner: SettingResult) -> str:
     """``{sweep}/winner/trainer.yaml`` (the confirming sweep's base trainer with the winning setting and its
     best seed) and the newest checkpoint of that seed's trial; returns where."""
@@ -120,7 +138,8 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
     trainer.get("checkpoint", {}).pop("dir", None)
     header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
               f"{winner.mean:+.3f} over {len(winner.gains)} fresh seeds. Run it: python -m sweep train THIS_FILE\n"
-              f"# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n")
+              f"# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n"
+              f"{machine_paths_note(trainer)}")
     store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
     confirm = SweepStore(experiment_uri(store.uri, f"{name}_confirm"))
     folder = next((d for d in confirm.subdirs() if best["trial"] in d), None)

@@ -141,6 +141,13 @@ SPACE_FILES = {
         "{searcher: random, num_samples: 1}", "{searcher: grid, num_samples: 2}").replace("total_steps: 2", "total_steps: 4, checkpoint: {interval: 2}")
         + "scheduler: {type: pbt, perturbation_interval: 2, mutations: {optim.lr: {uniform: [1.0e-5, 1.0e-3]}}}\nmax_concurrent_trials: 2\n"},
         ["key 'space.optim.lr' is uniform; the grid searcher needs grid, choice or fixed values"]),
+    # YAML 1.1 reads these otherwise than they look
+    "a seed with a leading zero": ({"space.yaml": with_trainer("seed: 010")},
+                                   ["key 'trainer.seed' = 010 (line 2): a leading zero, which YAML 1.1 reads as octal (8): write 10"]),
+    "steps in base 60": ({"space.yaml": BASE.replace("total_steps: 2", "total_steps: 1:30")},
+                         ["key 'trainer.total_steps' = 1:30 (line 2): YAML 1.1 reads it in base 60 (90)"]),
+    "off for a schedule": ({"space.yaml": with_trainer("optim: {lr_schedule: off}")},
+                           ["key 'trainer.optim.lr_schedule' = False", "YAML reads an unquoted yes, no, on or off as true/false"]),
     "a task file nested too deeply": ({"space.yaml": with_trainer("env: {tasks_path: deep.json}"), "deep.json": "[" * 100000 + "]" * 100000},
                                       ["deep.json: nested too deeply to read as JSON"]),
 }

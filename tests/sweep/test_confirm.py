@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.confirm import SettingResult, confirm_config, holds, summarize, top_settings
+from sweep.confirm import SettingResult, confirm_config, holds, machine_paths_note, summarize, top_settings
 from sweep.spec.loader import load_space
 from tests.conftest import TEST_MODEL
 
@@ -66,6 +66,15 @@ def test_the_confirmation_in_words():
     assert confirmation_text(None) == "" and "no confirming trial" in confirmation_text({**held, "settings": [{**settings[0], "mean": None}]})
 
 
+def test_the_exported_winner_names_its_machine_paths():
+    trainer = {"env": {"tasks_path": "/data/train.json"}, "eval": {"tasks_path": "/data/eval.json"}, "model": {"name": "x"},
+               "data": {"curriculum": {"prior_path": "/data/probe.json"}}}
+    assert machine_paths_note(trainer) == (
+        "# Its paths (env.tasks_path, eval.tasks_path, data.curriculum.prior_path) are the sweep machine's; elsewhere, "
+        "edit them here or give them as --set env.tasks_path=PATH (relative to the working directory).\n")
+    assert machine_paths_note({"env": {"tasks_path": None}, "model": {"name": "x"}}) == ""
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
@@ -101,6 +110,7 @@ def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
     assert len(list((tmp_path / "results" / "c_confirm" / "base_evals").iterdir())) == 1  # the original's base eval, reused
     winner = tmp_path / "results" / "c" / "winner"
     assert (winner / "checkpoint" / "trainer_state.json").is_file()
+    assert "# Its paths (env.tasks_path) are the sweep machine's" in (winner / "trainer.yaml").read_text()  # the shipped tasks, where this clone keeps them
     trained = subprocess.run([sys.executable, "-m", "sweep", "train", str(winner / "trainer.yaml"), "--set", "total_steps=1"],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert trained.returncode == 0 and "step 1:" in trained.stdout, trained.stderr[-2000:]
