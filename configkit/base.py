@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from configkit.redact import redact_text, shown_value
+from configkit.redact import redact_text, shown_repr, shown_value
 
 
 class StrictModel(BaseModel):
@@ -242,7 +242,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
             hint = f"; {BOOL_WORDS}" if isinstance(value, bool) and err["type"] in TEXT_ERRORS else ""
-            lines.append(f"{source}: key '{key}' = {shown_value(key, value)!r}: {_type_words(err['type'], value) or err['msg']}{hint}")
+            lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {_type_words(err['type'], value) or err['msg']}{hint}")
     return "\n".join(lines)
 
 

@@ -44,16 +44,45 @@ def redact_text(text: str) -> str:
     return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if looks_secret(m[1]) else m[0], text)
 
 
-def shown_value(key: str, value: Any) -> Any:
-    """A value as a message may show it: hidden under a secret-named key, at any depth of a section or list, and a
-    URI's secrets hidden in text."""
+SHOWN_ITEMS, SHOWN_DEPTH, SHOWN_TEXT = 8, 4, 300  # how much of a value a message shows: a list's items, nesting, characters
+
+
+class Elided:
+    """What a message leaves out of a long value, as its repr: ``… 4 more`` (items), ``[…]`` (deeper nesting)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+def shown_value(key: str, value: Any, depth: int = 0) -> Any:
+    """A value as a message may show it: hidden under a secret-named key, at any depth of a section or list, a URI's
+    secrets hidden in text; and short: the first items of a long list or section, four levels, 300 characters of
+    text (a YAML alias bomb's millions of items, or a pasted file, would make a message of megabytes)."""
     if looks_secret(key):
         return HIDDEN
+    if isinstance(value, (dict, list)) and value and depth >= SHOWN_DEPTH:
+        return Elided("{…}" if isinstance(value, dict) else "[…]")
+    more = Elided(f"… {len(value) - SHOWN_ITEMS} more") if isinstance(value, (dict, list)) and len(value) > SHOWN_ITEMS else None
     if isinstance(value, dict):
-        return {k: shown_value(str(k), v) for k, v in value.items()}
+        shown = {k: shown_value(str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
+        return {**shown, Elided("…"): Elided(f"{len(value) - SHOWN_ITEMS} more")} if more else shown
     if isinstance(value, list):
-        return [shown_value("", v) for v in value]
-    return redact_uri(value) if isinstance(value, str) else value
+        return [shown_value("", v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
+    if isinstance(value, str):
+        text = redact_uri(value)
+        return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}… ({len(text)} characters)"
+    return value
+
+
+def shown_repr(key: str, value: Any) -> str:
+    """``repr(shown_value(key, value))``, cut at 300 characters: what a message shows of a value."""
+    text = repr(shown_value(key, value))
+    return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}…"
 
 
 def mentions_secret(text: str) -> bool:

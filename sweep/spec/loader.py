@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
-from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_value
+from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_repr, shown_value
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
 from sweep.spec.config import SCHEDULERS, SweepConfig
@@ -70,8 +70,8 @@ def describe_sets(sets: Mapping[str, Any]) -> str:
 def _set_once(trainer_level: dict[str, Any], key: str, value: Any) -> None:
     """A trainer key set by ``--set KEY`` and ``--set trainer.KEY`` both: refused, not the later one silently kept."""
     if key in trainer_level:
-        raise ConfigError(f"--set {key} and --set trainer.{key} set the same trainer key ({shown_value(key, trainer_level[key])!r}, "
-                          f"{shown_value(key, value)!r}): give it once")
+        raise ConfigError(f"--set {key} and --set trainer.{key} set the same trainer key ({shown_repr(key, trainer_level[key])}, "
+                          f"{shown_repr(key, value)}): give it once")
     trainer_level[key] = value
 
 

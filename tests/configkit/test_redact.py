@@ -39,3 +39,21 @@ def test_a_value_is_shown_by_its_key():
     assert shown_value("optim.lr", 0.001) == 0.001
     assert shown_value("logging.wandb", {"api_key": "x", "project": "p", "runs": [{"token": "t"}]}) == \
         {"api_key": "***", "project": "p", "runs": [{"token": "***"}]}
+
+
+def test_a_message_shows_a_long_value_in_short():
+    """A YAML alias bomb expands to millions of items: a message shows eight per list or section, four levels,
+    300 characters, and builds no more than that (secrets hidden before anything is cut)."""
+    from configkit.redact import shown_repr
+
+    assert repr(shown_value("grid", list(range(20)))) == "[0, 1, 2, 3, 4, 5, 6, 7, … 12 more]"
+    assert repr(shown_value("s", {str(i): i for i in range(10)})) == "{'0': 0, '1': 1, '2': 2, '3': 3, '4': 4, '5': 5, '6': 6, '7': 7, …: 2 more}"
+    assert repr(shown_value("deep", [[[[[1]]]], {"a": {"b": {"c": {"d": 1}}}}])) == "[[[[[…]]]], {'a': {'b': {'c': {…}}}}]"
+    assert shown_value("text", "x" * 400) == "x" * 300 + "… (400 characters)"
+    assert shown_value("storage", "s3://u:p@b/" + "k" * 400).startswith("s3://***@b/kk")
+    bomb: list = ["x"] * 9
+    for _ in range(9):  # 9**10 items if expanded
+        bomb = [bomb] * 9
+    shown = shown_repr("trainer.seed", bomb)
+    assert len(shown) == 301 and shown.startswith("[[[[[…], […], ") and shown.endswith("…")
+    assert shown_repr("optim.lr", 0.001) == "0.001" and shown_repr("api_key", ["a"] * 50) == "'***'"

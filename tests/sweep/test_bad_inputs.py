@@ -148,6 +148,9 @@ SPACE_FILES = {
                          ["key 'trainer.total_steps' = 1:30 (line 2): YAML 1.1 reads it in base 60 (90)"]),
     "off for a schedule": ({"space.yaml": with_trainer("optim: {lr_schedule: off}")},
                            ["key 'trainer.optim.lr_schedule' = False", "YAML reads an unquoted yes, no, on or off as true/false"]),
+    "an alias bomb": ({"space.yaml": with_trainer("seed: [&b0 [x, x, x, x, x, x, x, x, x], "  # 9**8 items, once expanded: a message of MBs
+                                                  + ", ".join(f"&b{i} [{', '.join([f'*b{i - 1}'] * 9)}]" for i in range(1, 9)) + "]")},
+                      ["key 'trainer.seed' = [['x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', … 1 more], [['x', ", "…: must be a whole number, not a list"]),
     "a task file nested too deeply": ({"space.yaml": with_trainer("env: {tasks_path: deep.json}"), "deep.json": "[" * 100000 + "]" * 100000},
                                       ["deep.json: nested too deeply to read as JSON"]),
 }
