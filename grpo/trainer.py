@@ -63,6 +63,9 @@ def train(cfg: TrainerConfig, reporter: Reporter, base_eval: dict[str, Any] | No
     shutdown(ranks)
 
 
+CHECKPOINT_PREFIX = "grpo-checkpoints-"  # a temporary checkpoint folder's, where no folder was given
+
+
 @dataclass
 class Progress:
     """Where a trial is besides its weights: data order, shuffle, evals, held-out tasks, first step, checkpoint root.
@@ -88,7 +91,7 @@ def start_progress(
     first_step = resume(cfg, models, sampler, shuffle, evals) + 1
     if base_eval is not None and first_step == 1 and eval_tasks and ranks.main:
         evals.add(0, share_base_eval(cfg, base_eval))
-    saves_to = checkpoint_root(cfg) if cfg.checkpoint.interval else None
+    saves_to = checkpoint_root(cfg, ranks) if cfg.checkpoint.interval else None
     return Progress(sampler, shuffle, evals, eval_tasks, first_step, saves_to)
 
 
@@ -172,12 +175,17 @@ def sync_sampler(models: Models) -> None:
         models.generator.load_weights(full_parameters(models.policy))
 
 
-def checkpoint_root(cfg: TrainerConfig) -> Path:
+def checkpoint_root(cfg: TrainerConfig, ranks: Ranks) -> Path:
+    """``checkpoint.dir``, else ``output_dir/checkpoints``, else a temporary folder of one process's own: ranks
+    made apart would each make another, and a sharded checkpoint needs every rank's shards in one folder."""
     if cfg.checkpoint.dir:
         return Path(cfg.checkpoint.dir)
     if cfg.output_dir:
         return Path(cfg.output_dir) / "checkpoints"
-    return Path(tempfile.mkdtemp(prefix="grpo-checkpoints-"))
+    if ranks.world > 1:
+        raise ValueError(f"checkpoint.interval = {cfg.checkpoint.interval} with {ranks.world} workers needs checkpoint.dir or output_dir "
+                         "(every worker writes its shards into one folder); `sweep train` makes one for you")
+    return Path(tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX))
 
 
 def set_learning_rate(cfg: TrainerConfig, optimizer: torch.optim.Optimizer, step: int) -> None:

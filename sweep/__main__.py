@@ -171,6 +171,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
     if args.metrics_jsonl:  # made only once the config is accepted
         args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
+    if cfg.checkpoint.interval and not cfg.checkpoint.dir and not cfg.output_dir:  # one folder, made here, for every rank
+        import tempfile
+
+        from grpo.trainer import CHECKPOINT_PREFIX
+
+        folder = tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX)
+        print(f"checkpoints go to {folder} (a temporary folder: set output_dir or checkpoint.dir to choose one)", flush=True)
+        cfg = cfg.model_copy(update={"checkpoint": cfg.checkpoint.model_copy(update={"dir": folder})})
+        args.set = [*args.set, f"checkpoint.dir={folder}"]
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
         from grpo.combinations import worker_clashes

@@ -166,7 +166,7 @@ class LivePage:
 
     def __init__(self, uri: str, keys: list[str], feed=current_feed):
         self.uri, self.keys, self._feed = uri, keys, feed
-        self._out = Path(tempfile.mkdtemp(prefix="grpo-live-"))  # the plots of each build, embedded in the page
+        self._out: Path | None = None  # the plots of each build, embedded in the page: made at the first build
         self._lock = threading.Lock()
         self._built: tuple[int, bytes, float] | None = None  # (feed version, page, when)
         self._final: bytes | None = None
@@ -197,6 +197,7 @@ class LivePage:
         script = SCRIPT % (json.dumps(str(version)), POLL_S * 1000, POLL_S * 1000)
         if not trials:
             return _note_page("Live: the sweep is starting; no trial has been created yet. This page reloads when one is.", script)
+        self._out = self._out or Path(tempfile.mkdtemp(prefix="grpo-live-"))
         try:
             rep = live_report(self.uri, trials, self.keys, self._out)
         except Exception as exc:  # noqa: BLE001 - the sweep goes on; the page says why it has nothing to show, and retries
@@ -212,7 +213,8 @@ class LivePage:
                 self._final = _note_page("The sweep has ended; its report could not be written: see the driver's output.")
 
     def close(self) -> None:
-        shutil.rmtree(self._out, ignore_errors=True)
+        if self._out is not None:
+            shutil.rmtree(self._out, ignore_errors=True)
 
 
 class LiveSite:

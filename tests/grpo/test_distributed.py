@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +87,7 @@ def test_sweep_train_with_two_workers(tmp_path, private_cache):
     config.write_text(json.dumps({
         "model": TEST_MODEL, "total_steps": 2, "seed": 3,
         "rollout": {"prompts_per_step": 4, "n_samples_per_prompt": 2, "max_turns": 2},
-        "checkpoint": {"interval": 1, "dir": str(tmp_path / "ckpt")},
+        "checkpoint": {"interval": 1},  # no folder given: `sweep train` makes one for both ranks
     }))
     metrics = tmp_path / "metrics.jsonl"
     env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)}
@@ -97,7 +99,12 @@ def test_sweep_train_with_two_workers(tmp_path, private_cache):
     assert all(r["rollout/episodes"] == 8 for r in rows)  # both ranks' episodes are in the metrics
     # each rank samples from an unsharded copy; step 2's samples come from the copy synced after step 1
     assert all(r["rollout/logprob_gap"] < 1e-4 for r in rows), [r["rollout/logprob_gap"] for r in rows]
-    assert sorted(p.name for p in (tmp_path / "ckpt" / "global_step_2").iterdir()) == ["dcp", "rng.pt", "rng_1.pt", "trainer_state.json"]
+    folder = Path(re.search(r"checkpoints go to (\S+) \(a temporary folder", run.stdout)[1])
+    try:
+        assert sorted(p.name for p in (folder / "global_step_2").iterdir()) == ["dcp", "rng.pt", "rng_1.pt", "trainer_state.json"]
+        assert f"last checkpoint {folder}/global_step_2" in run.stdout
+    finally:
+        shutil.rmtree(folder)
 
 
 def run_python(script: str, without: str) -> subprocess.CompletedProcess:
@@ -152,3 +159,20 @@ def test_a_rank_that_aborts_in_native_code_prints_where_each_thread_was():
     run = run_python(script, without="PYTHONFAULTHANDLER")
     assert run.returncode == -6
     assert "Fatal Python error: Aborted" in run.stderr and "the_line_that_aborted" in run.stderr, run.stderr
+
+
+def test_ranks_never_checkpoint_into_folders_of_their_own(tmp_path):
+    """Without checkpoint.dir or output_dir one process checkpoints into a temporary folder; ranks would each make
+    another, and rank 0's checkpoint would lack the others' shards: refused by name (``sweep train`` gives one)."""
+    from grpo.config import TrainerConfig
+    from grpo.distributed import Ranks
+    from grpo.trainer import CHECKPOINT_PREFIX, checkpoint_root
+
+    cfg = TrainerConfig.model_validate({"checkpoint": {"interval": 2}})
+    with pytest.raises(ValueError, match=r"checkpoint.interval = 2 with 2 workers needs checkpoint.dir or output_dir"):
+        checkpoint_root(cfg, Ranks(0, 2))
+    alone = checkpoint_root(cfg, ONE_PROCESS)
+    assert alone.name.startswith(CHECKPOINT_PREFIX) and alone.is_dir()
+    alone.rmdir()
+    given = TrainerConfig.model_validate({"checkpoint": {"interval": 2}, "output_dir": str(tmp_path)})
+    assert checkpoint_root(given, Ranks(1, 2)) == tmp_path / "checkpoints"
