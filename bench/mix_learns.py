@@ -3,6 +3,7 @@
     python bench/mix_learns.py                                # fleet_mix_cpu.yaml's trainer at LR 1e-4, RL seed 0
     python bench/mix_learns.py --lr 3e-5 --seeds 0 1 --keep /work/mix_runs
     python bench/mix_learns.py --signal bench/data/signal_mix   # the learning-signal bench's plain runs, one per RL seed
+    python bench/mix_learns.py --space sweep/search_spaces/learning_cpu.yaml --lr 1e-6   # README's hotel table, a row
 
 Each seed runs one trial from the space's base (``python -m sweep train``, its held-out evals every
 ``eval.interval`` steps, step 0 the base) and reads its evals as the report does: per env, the base, the
@@ -11,7 +12,8 @@ verdict's two-stage bootstrap over that env's held-out tasks (the report's own `
 report's status (``sweep.report.envs.env_status``). Then the issue's measure (34): the learnable envs
 (the base's class LEARNABLE) pooled, their mean change with its interval, and whether the saturated envs held
 (not REGRESSED). Target: the learnable envs +0.10 or more with the interval above zero, the saturated held.
-One line per (seed, env) and per seed's pooled figures to ``bench/data/``, then the summary line.
+One line per (seed, env) and per seed's pooled figures (with the held-out pass@1 of every eval, all envs: the
+run's curve) to ``bench/data/``, then the summary line.
 """
 
 from __future__ import annotations
@@ -131,8 +133,11 @@ def main() -> int:
         saturated = [r for r in table if r["base_class"] == "SATURATED"]
         held = bool(saturated) and all(r["status"] != "REGRESSED" for r in saturated)
         met = learnable.get("delta", 0) >= TARGET and learnable.get("low", 0) > 0 and held
-        per_run[name] = {"lr": lr, "seed": seed, "learnable": learnable, "saturated_held": held, "met": met}
-        rows.append({"run_of": name, "seed": seed, "lr": lr, "pooled": "learnable", **learnable, "saturated_held": held, "seconds": round(seconds)})
+        curve = [[e["global_step"], round(e["eval/avg_pass_at_1"], 4)] for e in evals]  # held-out pass@1 at each eval, every env
+        per_run[name] = {"lr": lr, "seed": seed, "learnable": learnable, "saturated_held": held, "met": met, "curve": curve,
+                         "seconds": round(seconds)}
+        rows.append({"run_of": name, "seed": seed, "lr": lr, "pooled": "learnable", **learnable, "saturated_held": held, "curve": curve,
+                     "seconds": round(seconds)})
     space = args.space.resolve()
     summary = {"space": str(space.relative_to(ROOT)) if space.is_relative_to(ROOT) else str(space), "sweep": args.sweep, "signal": str(args.signal) if args.signal else None, "overrides": args.set,
                "window": window, "target": f"learnable envs >= +{TARGET} with the interval above 0, saturated not REGRESSED", "runs_by_name": per_run,
