@@ -64,24 +64,27 @@ _Loader.add_implicit_resolver(
 AMBIGUOUS_NUMBER = "tag:grpo-sweep,2026:ambiguous-number"
 for _first in "-+0123456789":  # ahead of YAML 1.1's int resolver, which would read these silently
     _Loader.yaml_implicit_resolvers.setdefault(_first, []).insert(0, (AMBIGUOUS_NUMBER, re.compile(
-        r"^[-+]?(?:0[0-9_]+|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?)$")))
+        r"^[-+]?(?:0[0-7_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+|[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*)$")))  # PyYAML's octal and base 60
 
 
 def ambiguous_number(value: str) -> str:
-    """Why ``010`` (YAML 1.1: octal 8; YAML 1.2 and most eyes: 10; ``09``: text) or ``1:30`` (YAML 1.1: base 60,
-    90) is refused, naming both readings: a seed or a step count would change silently, or turn to text."""
+    """Why ``010`` (YAML 1.1: octal 8; YAML 1.2 and most eyes: 10) or ``1:30`` (YAML 1.1: base 60, 90) is refused,
+    naming both readings: a seed or a step count would change silently. (``09`` and ``09:30`` are text to YAML 1.1
+    as they look; a number field refuses text by name.)"""
     if ":" in value:
         parts = value.lstrip("+-").replace("_", "").split(":")
         read = sum(float(p) * 60 ** (len(parts) - 1 - i) for i, p in enumerate(parts)) * (-1 if value.startswith("-") else 1)
         return f"YAML 1.1 reads it in base 60 ({read:g}): quote it if it is text, or write the number you mean"
     sign, digits = value[:1] if value[0] in "+-" else "", value.lstrip("+-").replace("_", "")
-    read = f"octal ({int(sign + digits, 8)})" if set(digits) <= set("01234567") else "text (an 8 or 9 follows the zero)"
-    return f"a leading zero, which YAML 1.1 reads as {read}: write {sign}{digits.lstrip('0') or '0'} for the number, or quote it if it is text"
+    return (f"a leading zero, which YAML 1.1 reads as octal ({int(sign + digits, 8)}): write {sign}{digits.lstrip('0') or '0'} for "
+            "the number, or quote it if it is text")
 
 
 def _refuse_ambiguous(loader: _Loader, node: yaml.ScalarNode) -> Any:
-    """Where ``_problems`` does not look (a key): the same refusal, at its line."""
-    raise yaml.constructor.ConstructorError(None, None, f"{node.value}: {ambiguous_number(node.value)}", node.start_mark)
+    """Where ``_problems`` does not look (a key, a value under a complex key): refused at its line, the value unshown
+    (no key says whether it is a secret's)."""
+    raise yaml.constructor.ConstructorError(None, None, "a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; "
+                                                        "a colon: base 60): quote it if it is text, or write the number plainly", node.start_mark)
 
 
 _Loader.add_constructor(AMBIGUOUS_NUMBER, _refuse_ambiguous)
@@ -126,7 +129,9 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
             yield from _nodes(item, f"{path}[{i}]", seen)
     elif isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != MERGE_TAG:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == MERGE_TAG:  # <<: {...} merges its keys here
+                yield from _nodes(value_node, path, seen)
+            elif isinstance(key_node, yaml.ScalarNode):
                 yield from _nodes(value_node, f"{path}.{key_node.value}" if path else str(key_node.value), seen)
 
 
@@ -134,10 +139,9 @@ def _problems(root: yaml.Node | None) -> Iterator[str]:
     """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks."""
     for path, node in _nodes(root):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
-            hidden = shown_value(path, node.value) != node.value  # a secret's value: its reading would show it
-            why = "a number YAML 1.1 reads otherwise than it looks: quote it" if hidden else ambiguous_number(node.value)
-            where = f"key '{path}' = {shown_value(path, node.value)} (line {node.start_mark.line + 1})" if path else node.value  # a --set value
-            yield f"{where}: {why}"
+            shown = shown_value(path, node.value)
+            why = "a number YAML 1.1 reads otherwise than it looks: quote it" if shown != node.value else ambiguous_number(node.value)  # a secret's
+            yield f"{f'key {path!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a --set value
         if not isinstance(node, yaml.MappingNode):
             continue
         marks: dict[tuple[str, str], yaml.Mark] = {}

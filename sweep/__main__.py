@@ -171,6 +171,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg, _ = load_trainer(args.config, parse_sets(args.set))
     if args.metrics_jsonl:  # made only once the config is accepted
         args.metrics_jsonl.parent.mkdir(parents=True, exist_ok=True)
+    if args.workers > 1:
+        from grpo.combinations import worker_clashes
+
+        clashes = worker_clashes(cfg, args.workers)  # here, once, not by every rank after torchrun started them
+        if clashes:
+            raise ConfigError("\n".join(f"{args.config} (--workers {args.workers}): key {c.key.removeprefix('trainer.')!r} {c.text}"
+                                         for c in clashes))
     if cfg.checkpoint.interval and not cfg.checkpoint.dir and not cfg.output_dir:  # one folder, made here, for every rank
         import tempfile
 
@@ -182,13 +189,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         args.set = [*args.set, f"checkpoint.dir={folder}"]
     _show_base_policy_build()
     if args.workers > 1:  # one process per rank through torchrun; each rank runs this command again
-        from grpo.combinations import worker_clashes
         from grpo.distributed import torchrun
-
-        clashes = worker_clashes(cfg, args.workers)  # here, once, not by every rank after torchrun started them
-        if clashes:
-            raise ConfigError("\n".join(f"{args.config} (--workers {args.workers}): key {c.key.removeprefix('trainer.')!r} {c.text}"
-                                         for c in clashes))
 
         argv = ["train", str(args.config), *(f"--set={item}" for item in args.set)]
         return torchrun(args.workers, ["-m", "sweep", *argv, *(["--metrics-jsonl", str(args.metrics_jsonl)] if args.metrics_jsonl else [])])

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_serializer, model_validator
 
 from configkit.base import StrictModel
+from configkit.redact import shown_repr
 
 DISTRIBUTIONS = ("uniform", "loguniform", "quniform", "randint", "choice", "grid")
 OPERATORS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne}
@@ -217,12 +218,12 @@ def distribution_dict(raw: Any) -> dict[str, Any]:
         return raw
     names = [k for k in raw if k != "when"]
     if len(names) != 1 or names[0] not in DISTRIBUTIONS:
-        raise ValueError(f"a distribution is one of {{{', '.join(DISTRIBUTIONS)}}}: [...] (with an optional when: {{...}}) or a plain value, got {raw!r}")
+        raise ValueError(f"a distribution is one of {{{', '.join(DISTRIBUTIONS)}}}: [...] (with an optional when: {{...}}) or a plain value, got {shown_repr('', raw)}")
     name, args = names[0], raw[names[0]]
     extra = {"when": raw["when"]} if "when" in raw else {}
     if name in ("choice", "grid"):
         return {"type": name, "values": args, **extra}
     arity = 3 if name == "quniform" else 2
     if not isinstance(args, list) or len(args) != arity:
-        raise ValueError(f"{name} takes [low, high{', q' if arity == 3 else ''}], got {args!r}")
+        raise ValueError(f"{name} takes [low, high{', q' if arity == 3 else ''}], got {shown_repr('', args)}")
     return {"type": name, "low": args[0], "high": args[1], **({"q": args[2]} if arity == 3 else {}), **extra}

@@ -176,7 +176,7 @@ def _parse_distributions(data: dict[str, Any], source: str, problems: list[str])
             try:
                 block[key] = distribution_dict(raw)
             except ValueError as exc:
-                problems.append(f"{source}: key '{where}.{key}' = {raw!r}: {exc}")
+                problems.append(f"{source}: key '{where}.{key}' = {shown_repr(key, raw)}: {exc}")
                 del block[key]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit.base import apply_overrides, describe_errors, dotted_keys
+from configkit.redact import shown_repr
 from grpo.config import TrainerConfig
 from sweep.spec.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.spec.distributions import NUMERIC
@@ -54,7 +55,7 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
     for value in dist.extremes():
         detail = _refused(cfg, key, value, source)
         if detail:
-            yield f"{source}: key '{where}.{key}' can give {value!r}, which the trainer refuses:\n{detail}"
+            yield f"{source}: key '{where}.{key}' can give {shown_repr(key, value)}, which the trainer refuses:\n{detail}"
             return
 
 
@@ -67,7 +68,7 @@ def space_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
         if isinstance(dist, NUMERIC) and searcher == "grid":
             yield f"{source}: key 'space.{key}' is {dist.type}; the grid searcher needs grid, choice or fixed values"
         if isinstance(dist, Choice) and searcher == "optuna" and not all(isinstance(v, OPTUNA_CATEGORICAL) for v in dist.values):
-            yield f"{source}: key 'space.{key}': Optuna's choices must be plain values (number, string, bool, null), got {dist.values!r}"
+            yield f"{source}: key 'space.{key}': Optuna's choices must be plain values (number, string, bool, null), got {shown_repr(key, dist.values)}"
 
 
 def condition_problems(cfg: SweepConfig, source: str) -> Iterator[str]:

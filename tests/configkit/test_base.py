@@ -120,8 +120,9 @@ def test_yaml_11_booleans_where_text_was_meant_are_explained():
 
 
 def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_line():
-    """``010`` is octal 8 to YAML 1.1 (``09`` text), ``1:30`` base-60 90: each refused with both readings, in a list
-    too, all at once; a secret's value is not shown; ``0``, ``10``, ``1_000``, ``0.05`` and quoted text read as before."""
+    """``010`` is octal 8 to YAML 1.1, ``1:30`` base-60 90: each refused with both readings, in a list and under a
+    merge key too, all at once; a secret's value is not shown, nor a key's (refused where YAML builds it); what
+    YAML 1.1 reads as the text it looks like (``09``, ``0:30``, ``09:30``) and plain numbers read as before."""
     from configkit.base import ConfigError, parse_yaml
 
     def said(text: str) -> str:
@@ -129,17 +130,19 @@ def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_l
             parse_yaml(text, "f.yaml")
         return str(caught.value)
 
-    assert said("seed: 010\nsteps: [4, 09]\nlimit: 1:30\n") == (
+    assert said("seed: 010\nsteps: [4, 00]\nlimit: 1:30\n") == (
         "f.yaml: key 'seed' = 010 (line 1): a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, "
         "or quote it if it is text\n"
-        "f.yaml: key 'steps[1]' = 09 (line 2): a leading zero, which YAML 1.1 reads as text (an 8 or 9 follows the zero): "
-        "write 9 for the number, or quote it if it is text\n"
+        "f.yaml: key 'steps[1]' = 00 (line 2): a leading zero, which YAML 1.1 reads as octal (0): write 0 for the number, "
+        "or quote it if it is text\n"
         "f.yaml: key 'limit' = 1:30 (line 3): YAML 1.1 reads it in base 60 (90): quote it if it is text, or write the number you mean")
-    assert "(-7): write -7 " in said("a: -007") and "(-90.5)" in said("a: -1:30.5")
+    assert "(-7): write -7 " in said("a: -007") and "(-90.5)" in said("a: -1:30.5") and "(30.5)" in said("a: 0:30.5")
     assert said("wandb: {api_key: 0123}") == "f.yaml: key 'wandb.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks: quote it"
-    assert "010: a leading zero" in said("010: x")  # a key: refused where it is built, at its line
+    assert said("x: {<<: {api_key: 0123}}") == "f.yaml: key 'x.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks: quote it"
+    assert "0123" not in said("x: {? [1]: {api_key: 0123}}") and "line 1" in said("010: x")  # keys: at their line, unshown
     assert said("010") == "f.yaml: 010: a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, or quote it if it is text"
-    assert parse_yaml("a: [0, 10, 1_000, 0.05, '010', '1:30']", "f.yaml") == {"a": [0, 10, 1000, 0.05, "010", "1:30"]}
+    assert parse_yaml("a: [0, 10, 1_000, 0.05, '010', '1:30', 09, 0:30, 09:30, 0x1F]", "f.yaml") == {
+        "a": [0, 10, 1000, 0.05, "010", "1:30", "09", "0:30", "09:30", 31]}
 
 
 def test_a_tagged_unions_member_is_not_a_key_in_the_file():

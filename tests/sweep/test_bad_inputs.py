@@ -151,6 +151,9 @@ SPACE_FILES = {
     "an alias bomb": ({"space.yaml": with_trainer("seed: [&b0 [x, x, x, x, x, x, x, x, x], "  # 9**8 items, once expanded: a message of MBs
                                                   + ", ".join(f"&b{i} [{', '.join([f'*b{i - 1}'] * 9)}]" for i in range(1, 9)) + "]")},
                       ["key 'trainer.seed' = [['x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', … 1 more], [['x', ", "…: must be a whole number, not a list"]),
+    "an alias bomb for a range": ({"space.yaml": BASE.replace("{choice: [1.0e-3]}", "{uniform: [&c0 [x, x, x, x, x, x, x, x, x], "
+                                                               + ", ".join(f"&c{i} [{', '.join([f'*c{i - 1}'] * 9)}]" for i in range(1, 9)) + "]}")},
+                                  ["key 'space.optim.lr' = {'uniform': [['x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', … 1 more], ", "uniform takes [low, high], got [["]),
     "a task file nested too deeply": ({"space.yaml": with_trainer("env: {tasks_path: deep.json}"), "deep.json": "[" * 100000 + "]" * 100000},
                                       ["deep.json: nested too deeply to read as JSON"]),
 }
