@@ -200,7 +200,7 @@ class ProbeProgress:
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     done: int = 0
-    passed: int = 0
+    passes: int = 0
     env_errors: int = 0
     started: float = field(init=False)
 
@@ -210,12 +210,12 @@ class ProbeProgress:
     def __call__(self, traj) -> None:
         before = self.done * 10 // self.total
         self.done += 1
-        self.passed += not traj.env_error and passed(traj.reward)
+        self.passes += not traj.env_error and passed(traj.reward)
         self.env_errors += bool(traj.env_error)
         if self.done * 10 // self.total > before:
             errors = f", {self.env_errors} env error{'s' * (self.env_errors != 1)}" if self.env_errors else ""
             self.say(f"probe: {self.done}/{self.total} episodes ({100 * self.done // self.total}%), "
-                     f"{self.passed} passed{errors}, {self.clock() - self.started:.0f} s")
+                     f"{self.passes} passed{errors}, {self.clock() - self.started:.0f} s")
 
 
 def probe(cfg, k: int, say: Callable[[str], None] | None = None) -> list[ProbeResult]:
