@@ -7,9 +7,10 @@ Leaves out: the config schemas themselves (``grpo.config``, ``sweep.spec.config`
 from __future__ import annotations
 
 import copy
+import datetime
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -62,9 +63,10 @@ _Loader.add_implicit_resolver(
 
 
 AMBIGUOUS_NUMBER = "tag:grpo-sweep,2026:ambiguous-number"
+AMBIGUOUS_PATTERN = re.compile(r"^[-+]?(?:0[0-7_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+|[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*)$")  # PyYAML's octal, base 60
 for _first in "-+0123456789":  # ahead of YAML 1.1's int resolver, which would read these silently
-    _Loader.yaml_implicit_resolvers.setdefault(_first, []).insert(0, (AMBIGUOUS_NUMBER, re.compile(
-        r"^[-+]?(?:0[0-7_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+|[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*)$")))  # PyYAML's octal and base 60
+    _Loader.yaml_implicit_resolvers.setdefault(_first, []).insert(0, (AMBIGUOUS_NUMBER, AMBIGUOUS_PATTERN))
+AMBIGUOUS_HINT = "a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; a colon: base 60): quote it if it is text"
 
 
 def ambiguous_number(value: str) -> str:
@@ -83,8 +85,7 @@ def ambiguous_number(value: str) -> str:
 def _refuse_ambiguous(loader: _Loader, node: yaml.ScalarNode) -> Any:
     """Where ``_problems`` does not look (a key, a value under a complex key): refused at its line, the value unshown
     (no key says whether it is a secret's)."""
-    raise yaml.constructor.ConstructorError(None, None, "a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; "
-                                                        "a colon: base 60): quote it if it is text, or write the number plainly", node.start_mark)
+    raise yaml.constructor.ConstructorError(None, None, f"{AMBIGUOUS_HINT}, or write the number plainly", node.start_mark)
 
 
 _Loader.add_constructor(AMBIGUOUS_NUMBER, _refuse_ambiguous)
@@ -117,6 +118,11 @@ def parse_yaml(text: str, source: str) -> Any:
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+def _key_path(path: str, key: str) -> str:
+    """The dotted key of ``key`` in the mapping at ``path`` (the top level's: ``key``)."""
+    return f"{path}.{key}" if path else str(key)
+
+
 def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None) -> Iterator[tuple[str, yaml.Node]]:
     """(dotted key, node) for ``node`` and every value under it; an alias's node once, where its anchor is."""
     seen = set() if seen is None else seen
@@ -132,7 +138,7 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
             if isinstance(key_node, yaml.ScalarNode) and key_node.tag == MERGE_TAG:  # <<: {...} merges its keys here
                 yield from _nodes(value_node, path, seen)
             elif isinstance(key_node, yaml.ScalarNode):
-                yield from _nodes(value_node, f"{path}.{key_node.value}" if path else str(key_node.value), seen)
+                yield from _nodes(value_node, _key_path(path, key_node.value), seen)
 
 
 def _problems(root: yaml.Node | None) -> Iterator[str]:
@@ -140,7 +146,7 @@ def _problems(root: yaml.Node | None) -> Iterator[str]:
     for path, node in _nodes(root):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
             shown = shown_value(path, node.value)
-            why = "a number YAML 1.1 reads otherwise than it looks: quote it" if shown != node.value else ambiguous_number(node.value)  # a secret's
+            why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
             yield f"{f'key {path!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a --set value
         if not isinstance(node, yaml.MappingNode):
             continue
@@ -152,7 +158,7 @@ def _problems(root: yaml.Node | None) -> Iterator[str]:
             if first is not second:
                 where = (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
                          else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
-                yield f"key '{f'{path}.' if path else ''}{key_node.value}' appears twice ({where}); the second would silently win: keep one"
+                yield f"key '{_key_path(path, key_node.value)}' appears twice ({where}); the second would silently win: keep one"
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -253,10 +259,12 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
 def _yaml_type(value: Any) -> str:
     """What a value is, in YAML's words (``true`` is a boolean there, not a number)."""
     kinds = {bool: "true/false", int: "a whole number", float: "a number with a decimal point", str: "text", list: "a list",
-             dict: "a mapping", type(None): "empty (null)"}
+             dict: "a mapping", type(None): "empty (null)", datetime.date: "a date", datetime.datetime: "a date and time"}
     return next((word for kind, word in kinds.items() if type(value) is kind), type(value).__name__)
 
 
+YAML_READS_AS = ("a whole number", "a number with a decimal point", "a date", "a date and time")  # what plain text can become
+YAML_READINGS = "quote it to keep the text as written (unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"
 NUMBER_ERRORS = ("float_type", "multiple_of")  # a number's own errors: a NaN there is named as one
 
 
@@ -280,7 +288,7 @@ def _type_words(kind: str, value: Any) -> str | None:
     if kind == "bool_type":
         return f"must be true or false, not {_yaml_type(value)}"
     if kind == "string_type":
-        return f"must be text, not {_yaml_type(value)}"
+        return f"must be text, not {_yaml_type(value)}" + (f"; {YAML_READINGS}" if _yaml_type(value) in YAML_READS_AS else "")
     if kind == "list_type":
         return f"must be a list, not {_yaml_type(value)}"
     return None
@@ -292,6 +300,16 @@ def validate(model: type[BaseModel], data: dict[str, Any], source: str, prefix: 
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, model, source, prefix)) from None
+
+
+def get_dotted(data: Any, key: str | Sequence[str]) -> Any:
+    """The value at ``a.b.c`` (or the parts ``("a", "b", "c")``) in nested mappings; None where a part is absent or
+    its parent is not a mapping."""
+    for part in key.split(".") if isinstance(key, str) else key:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ their refusals must not print them.
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -48,7 +49,8 @@ SHOWN_ITEMS, SHOWN_DEPTH, SHOWN_TEXT = 8, 4, 300  # how much of a value a messag
 
 
 class Elided:
-    """What a message leaves out of a long value, as its repr: ``… 4 more`` (items), ``[…]`` (deeper nesting)."""
+    """Text a message shows as it is, as its repr: what it leaves out of a long value (``… 4 more`` items, ``[…]``
+    deeper nesting), or a date as YAML wrote it."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -73,6 +75,8 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
         return {**shown, Elided("…"): Elided(f"{len(value) - SHOWN_ITEMS} more")} if more else shown
     if isinstance(value, list):
         return [shown_value("", v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
+    if isinstance(value, datetime.date):  # as YAML wrote it, not datetime.date(2026, 1, 5)
+        return Elided(value.isoformat(" ") if isinstance(value, datetime.datetime) else value.isoformat())
     if isinstance(value, str):
         text = redact_uri(value)
         return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}… ({len(text)} characters)"

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from configkit.base import ConfigError, dotted_keys
+from configkit.base import ConfigError, dotted_keys, get_dotted
 from grpo.build import Models, open_environments, policy_source
 from grpo.chat import ChatFormat
 from grpo.combinations import pack_clashes, pack_rolls_out_together, refuse
@@ -327,18 +327,10 @@ def base_differences(a: TrainerConfig, b: TrainerConfig) -> list[tuple[str, Any,
     out = []
     for key in dotted_keys(TrainerConfig):
         if pack_wide(key):
-            va, vb = _get(da, key), _get(db, key)
+            va, vb = get_dotted(da, key), get_dotted(db, key)
             if va != vb:
                 out.append((key, va, vb))
     return out
-
-
-def _get(tree: dict[str, Any], key: str) -> Any:
-    for part in key.split("."):
-        if not isinstance(tree, dict) or part not in tree:
-            return None
-        tree = tree[part]
-    return tree
 
 
 def train_packed(cfgs: Sequence[TrainerConfig], reporters: Sequence[Reporter]) -> None:

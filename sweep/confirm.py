@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from configkit.base import ConfigError
+from configkit.base import ConfigError, apply_overrides, get_dotted
 from sweep.spec.config import SweepConfig
 from sweep.store.storage import Storage, open_storage
 
@@ -105,13 +105,7 @@ def machine_paths_note(trainer: dict[str, Any]) -> str:
     and how to give them elsewhere; empty when it names none."""
     from sweep.spec.loader import TRAINER_PATHS
 
-    keys = []
-    for path in TRAINER_PATHS:
-        node: Any = trainer
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            keys.append(".".join(path))
+    keys = [".".join(path) for path in TRAINER_PATHS if get_dotted(trainer, path) is not None]
     if not keys:
         return ""
     return (f"# Its paths ({', '.join(keys)}) are the sweep machine's; elsewhere, edit them here or give them as "
@@ -127,12 +121,7 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
     best = max((r for r in rows if {k: v for k, v in r["config"].items() if k != "seed"} == winner.setting and r.get("gain") is not None),
                key=lambda r: r["gain"])
     trainer = cfg.trainer.model_dump(mode="json", exclude_none=True)
-    for key, value in {**_active(cfg, winner.setting), "seed": best["config"]["seed"]}.items():
-        node = trainer
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+    trainer = apply_overrides(trainer, {**_active(cfg, winner.setting), "seed": best["config"]["seed"]})
     for key in ("output_dir", "resume_from"):
         trainer.pop(key, None)
     trainer.get("checkpoint", {}).pop("dir", None)

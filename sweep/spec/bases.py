@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from configkit.base import apply_overrides, dotted_keys, validate
+from configkit.base import apply_overrides, dotted_keys, get_dotted, validate
 from grpo.config import EVAL_SPLIT_KEYS, TrainerConfig
 from grpo.warmstart import RECIPE_MODEL_FIELDS
 from sweep.spec.config import Choice, Fixed, SweepConfig
@@ -51,10 +51,7 @@ def eval_key(trainer: TrainerConfig) -> str:
     fields = {}
     for key in dotted_keys(TrainerConfig):
         if changes_base_eval(key):
-            node: Any = data
-            for part in key.split("."):
-                node = node.get(part) if isinstance(node, dict) else None
-            fields[key] = node
+            fields[key] = get_dotted(data, key)
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -23,7 +23,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from configkit.base import ConfigError, apply_overrides, describe_errors, parse_yaml, read_yaml, validate
+from configkit.base import (
+    AMBIGUOUS_HINT,
+    AMBIGUOUS_PATTERN,
+    ConfigError,
+    apply_overrides,
+    describe_errors,
+    get_dotted,
+    parse_yaml,
+    read_yaml,
+    validate,
+)
 from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_repr, shown_value
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
@@ -52,7 +62,8 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
             try:
                 overrides[key] = parse_yaml(value, f"--set {key}")
             except ConfigError:
-                raise ConfigError(f"--set {key}={HIDDEN}: not valid YAML (its text is not shown: it names a secret)") from None
+                why = (f"{AMBIGUOUS_HINT}, as --set '{key}=\"...\"'" if AMBIGUOUS_PATTERN.match(value.strip()) else "not valid YAML")
+                raise ConfigError(f"--set {key}={HIDDEN}: {why} (its text is not shown: it names a secret)") from None
         else:
             overrides[key] = parse_yaml(value, f"--set {key + '=' + redact_uri(value)!r}")
     return overrides
@@ -122,10 +133,7 @@ def _trainer_sets(trainer_level: dict[str, Any]) -> dict[str, Any]:
     flat = dict(trainer_level)
     for keys in TRAINER_PATHS:
         if ".".join(keys) in flat:
-            value = resolved
-            for key in keys:
-                value = value[key]
-            flat[".".join(keys)] = value
+            flat[".".join(keys)] = get_dotted(resolved, keys)
     return flat
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from configkit.base import ConfigError, parse_yaml, read_yaml
+from configkit.base import ConfigError, apply_overrides, get_dotted, parse_yaml, read_yaml
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,8 @@ def test_strict_types_are_named_in_the_authors_words():
         "inner.lr": (True, "key 'inner.lr' = True: must be a number, not true/false"),
         "inner.steps": (4.0, "key 'inner.steps' = 4.0: must be a whole number: write 4, without the decimal point"),
         "inner.on": (1, "key 'inner.on' = 1: must be true or false, not a whole number"),
-        "inner.name": (5, "key 'inner.name' = 5: must be text, not a whole number"),
+        "inner.name": (5, "key 'inner.name' = 5: must be text, not a whole number; quote it to keep the text as written "
+                          "(unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"),
     }
     for key, (value, said) in cases.items():
         with pytest.raises(ValidationError) as caught:
@@ -90,9 +91,10 @@ def test_strict_types_are_named_in_the_authors_words():
     assert describe_errors(caught.value, Outer, "f.yaml") == "f.yaml: key 'inner' = [1]: must be a mapping of keys (a section), not a list"
 
 
-def test_yaml_11_booleans_where_text_was_meant_are_explained():
-    """``lr_schedule: off`` and ``name: no`` reach the model as False, and an ``on:`` key as True (YAML 1.1): the
-    error says so and how to quote; a true/false given for a number gets no such hint (nobody writes ``lr: on``)."""
+def test_yaml_11_readings_where_text_was_meant_are_explained():
+    """``lr_schedule: off`` and ``name: no`` reach the model as False, an ``on:`` key as True, ``name: 1.10`` as 1.1 and
+    ``name: 2026-01-05`` as a date (YAML 1.1): the error says so and how to quote; a true/false given for a number gets
+    no such hint (nobody writes ``lr: on``)."""
     from typing import Literal
 
     from configkit.base import ConfigError, StrictModel, parse_yaml, validate
@@ -117,6 +119,14 @@ def test_yaml_11_booleans_where_text_was_meant_are_explained():
     assert said("3: 1") == "f.yaml: key 3 under '(top level)' is a whole number, not a name"
     assert said("inner: {lr: on}") == "f.yaml: key 'inner.lr' = True: must be a number, not true/false"
     assert validate(Outer, parse_yaml("inner: {name: 'no'}", "f.yaml"), "f.yaml").inner.name == "no"
+    # ``name: 1.10`` reaches the model as 1.1 and ``name: 2026-01-05`` as a date: quoted, the text is kept as written
+    quote = "quote it to keep the text as written (unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"
+    assert said("inner: {name: 1.10}") == f"f.yaml: key 'inner.name' = 1.1: must be text, not a number with a decimal point; {quote}"
+    assert said("inner: {name: 2026-01-05}") == f"f.yaml: key 'inner.name' = 2026-01-05: must be text, not a date; {quote}"
+    assert said("inner: {name: 2026-01-05 10:30:00}") == (
+        f"f.yaml: key 'inner.name' = 2026-01-05 10:30:00: must be text, not a date and time; {quote}")
+    assert said("inner: {name: [a]}") == "f.yaml: key 'inner.name' = ['a']: must be text, not a list"  # no quoting would help
+    assert validate(Outer, parse_yaml("inner: {name: '2026-01-05'}", "f.yaml"), "f.yaml").inner.name == "2026-01-05"
 
 
 def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_line():
@@ -137,8 +147,8 @@ def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_l
         "or quote it if it is text\n"
         "f.yaml: key 'limit' = 1:30 (line 3): YAML 1.1 reads it in base 60 (90): quote it if it is text, or write the number you mean")
     assert "(-7): write -7 " in said("a: -007") and "(-90.5)" in said("a: -1:30.5") and "(30.5)" in said("a: 0:30.5")
-    assert said("wandb: {api_key: 0123}") == "f.yaml: key 'wandb.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks: quote it"
-    assert said("x: {<<: {api_key: 0123}}") == "f.yaml: key 'x.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks: quote it"
+    assert said("wandb: {api_key: 0123}") == "f.yaml: key 'wandb.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; a colon: base 60): quote it if it is text"
+    assert said("x: {<<: {api_key: 0123}}") == "f.yaml: key 'x.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; a colon: base 60): quote it if it is text"
     assert "0123" not in said("x: {? [1]: {api_key: 0123}}") and "line 1" in said("010: x")  # keys: at their line, unshown
     assert said("010") == "f.yaml: 010: a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, or quote it if it is text"
     assert parse_yaml("a: [0, 10, 1_000, 0.05, '010', '1:30', 09, 0:30, 09:30, 0x1F]", "f.yaml") == {
@@ -160,3 +170,16 @@ def test_a_tagged_unions_member_is_not_a_key_in_the_file():
         TrainerConfig.model_validate({"env": {"backend": {"type": "fleet", "colour": 1}}})
     said = describe_errors(caught.value, TrainerConfig, "f")
     assert said.startswith("f: unknown key 'env.backend.colour' (allowed here: max_instances,") and "call_timeout_s" not in said
+
+
+def test_dotted_keys_get_and_set_through_nested_sections():
+    data = {"optim": {"lr": 1e-5, "sched": {"kind": "cosine"}}, "seed": 3, "lora": [1, 2]}
+    assert get_dotted(data, "optim.sched.kind") == "cosine"
+    assert get_dotted(data, ("optim", "lr")) == 1e-5
+    assert get_dotted(data, "seed") == 3
+    assert get_dotted(data, "optim.missing") is None
+    assert get_dotted(data, "seed.deeper") is None  # a number is not a section
+    assert get_dotted(data, "lora.0") is None  # nor is a list
+    changed = apply_overrides(data, {"optim.sched.kind": "linear", "eval.every": 5, "seed": 4})
+    assert changed == {"optim": {"lr": 1e-5, "sched": {"kind": "linear"}}, "seed": 4, "lora": [1, 2], "eval": {"every": 5}}
+    assert data["optim"]["sched"]["kind"] == "cosine" and "eval" not in data  # the original is untouched
