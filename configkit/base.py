@@ -240,10 +240,11 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(sorted(owner.model_fields) if owner else [])
             lines.append(f"{source}: unknown key '{key}' (allowed here: {allowed})")
-        elif err["type"] == "invalid_key":  # a key YAML read as a number or true/false; pydantic's loc holds it as an int
-            where = prefix + ".".join(str(p) for p in loc[:-1])
-            hint = f"; {BOOL_WORDS}" if isinstance(value, bool) else ""
-            lines.append(f"{source}: key {value!r} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name{hint}")
+        elif err["type"] == "invalid_key" or loc[-1:] == ("[key]",):  # a key YAML read as a number, true/false or a date
+            # (a section's: pydantic's loc ends with it as an int; a mapping field's: with it, then '[key]')
+            where = prefix + ".".join(str(p) for p in loc[:-1 if err["type"] == "invalid_key" else -2])
+            lines.append(f"{source}: key {shown_repr('', value)} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name"
+                         f"{_quote_hint(value)}")
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
         elif err["type"] == "union_tag_invalid":  # a section's kind (type: ...) that is none of its kinds
@@ -251,9 +252,16 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             field, allowed = str(ctx.get("discriminator", "type")).strip("'"), str(ctx.get("expected_tags", "")).replace("'", "")
             lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
-            hint = f"; {BOOL_WORDS}" if isinstance(value, bool) and err["type"] in TEXT_ERRORS else ""
+            hint = _quote_hint(value) if err["type"] in TEXT_ERRORS else ""
             lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {_type_words(err['type'], value) or err['msg']}{hint}")
     return "\n".join(lines)
+
+
+def _quote_hint(value: Any) -> str:
+    """Where text was wanted: how YAML 1.1 read ``value`` unquoted, and the quotes that keep the text."""
+    if isinstance(value, bool):
+        return f"; {BOOL_WORDS}"
+    return f"; {YAML_READINGS}" if _yaml_type(value) in YAML_READS_AS else ""
 
 
 def _yaml_type(value: Any) -> str:
@@ -288,7 +296,7 @@ def _type_words(kind: str, value: Any) -> str | None:
     if kind == "bool_type":
         return f"must be true or false, not {_yaml_type(value)}"
     if kind == "string_type":
-        return f"must be text, not {_yaml_type(value)}" + (f"; {YAML_READINGS}" if _yaml_type(value) in YAML_READS_AS else "")
+        return f"must be text, not {_yaml_type(value)}"
     if kind == "list_type":
         return f"must be a list, not {_yaml_type(value)}"
     return None

@@ -103,6 +103,7 @@ def test_yaml_11_readings_where_text_was_meant_are_explained():
         schedule: Literal["constant", "cosine"] = "constant"
         name: str = "a"
         lr: float = 0.1
+        envs: dict[str, int] = {}
 
     class Outer(StrictModel):
         inner: Inner = Inner()
@@ -113,18 +114,20 @@ def test_yaml_11_readings_where_text_was_meant_are_explained():
         return str(caught.value)
 
     quote = "YAML reads an unquoted yes, no, on or off as true/false: quote the word ('off') if you meant the text"
+    reads = "quote it to keep the text as written (unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"
     assert said("inner: {schedule: off}") == f"f.yaml: key 'inner.schedule' = False: Input should be 'constant' or 'cosine'; {quote}"
     assert said("inner: {name: no}") == f"f.yaml: key 'inner.name' = False: must be text, not true/false; {quote}"
     assert said("inner: {on: 1}") == f"f.yaml: key True under 'inner' is true/false, not a name; {quote}"
-    assert said("3: 1") == "f.yaml: key 3 under '(top level)' is a whole number, not a name"
+    assert said("3: 1") == f"f.yaml: key 3 under '(top level)' is a whole number, not a name; {reads}"
+    assert said("inner: {envs: {on: 1}}") == f"f.yaml: key True under 'inner.envs' is true/false, not a name; {quote}"  # a mapping field's
+    assert said("inner: {envs: {hotel: 1, 2026-01-05: 2}}") == f"f.yaml: key 2026-01-05 under 'inner.envs' is a date, not a name; {reads}"
     assert said("inner: {lr: on}") == "f.yaml: key 'inner.lr' = True: must be a number, not true/false"
     assert validate(Outer, parse_yaml("inner: {name: 'no'}", "f.yaml"), "f.yaml").inner.name == "no"
     # ``name: 1.10`` reaches the model as 1.1 and ``name: 2026-01-05`` as a date: quoted, the text is kept as written
-    quote = "quote it to keep the text as written (unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"
-    assert said("inner: {name: 1.10}") == f"f.yaml: key 'inner.name' = 1.1: must be text, not a number with a decimal point; {quote}"
-    assert said("inner: {name: 2026-01-05}") == f"f.yaml: key 'inner.name' = 2026-01-05: must be text, not a date; {quote}"
+    assert said("inner: {name: 1.10}") == f"f.yaml: key 'inner.name' = 1.1: must be text, not a number with a decimal point; {reads}"
+    assert said("inner: {name: 2026-01-05}") == f"f.yaml: key 'inner.name' = 2026-01-05: must be text, not a date; {reads}"
     assert said("inner: {name: 2026-01-05 10:30:00}") == (
-        f"f.yaml: key 'inner.name' = 2026-01-05 10:30:00: must be text, not a date and time; {quote}")
+        f"f.yaml: key 'inner.name' = 2026-01-05 10:30:00: must be text, not a date and time; {reads}")
     assert said("inner: {name: [a]}") == "f.yaml: key 'inner.name' = ['a']: must be text, not a list"  # no quoting would help
     assert validate(Outer, parse_yaml("inner: {name: '2026-01-05'}", "f.yaml"), "f.yaml").inner.name == "2026-01-05"
 
