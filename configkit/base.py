@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from configkit.redact import redact_text, shown_repr, shown_value
+from configkit.suggest import did_you_mean
 
 
 class StrictModel(BaseModel):
@@ -238,8 +239,8 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
         key = prefix + ".".join(str(p) for p in loc)
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            allowed = ", ".join(sorted(owner.model_fields) if owner else [])
-            lines.append(f"{source}: unknown key '{key}' (allowed here: {allowed})")
+            allowed = sorted(owner.model_fields) if owner else []
+            lines.append(f"{source}: unknown key '{key}' ({did_you_mean(str(loc[-1]), allowed)}allowed here: {', '.join(allowed)})")
         elif err["type"] == "invalid_key" or loc[-1:] == ("[key]",):  # a key YAML read as a number, true/false or a date
             # (a section's: pydantic's loc ends with it as an int; a mapping field's: with it, then '[key]')
             where = prefix + ".".join(str(p) for p in loc[:-1 if err["type"] == "invalid_key" else -2])
@@ -253,7 +254,8 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
             hint = _quote_hint(value) if err["type"] in TEXT_ERRORS else ""
-            lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {_type_words(err['type'], value) or err['msg']}{hint}")
+            said = _type_words(err["type"], value) or err["msg"].removeprefix("Value error, ")  # a validator's own words
+            lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {said}{hint}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from configkit.base import ConfigError
+from configkit.suggest import did_you_mean
 from grpo.config import EnvConfig, TrainerConfig
 from grpo.curriculum import CurriculumSampler, curriculum_sampler
 from toolenvs.task import Task, load_task_files
@@ -28,7 +29,8 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
         if unknown or not cfg.env_keys:
             what = (f"no tasks of env.tasks_path {cfg.tasks_path!r} have env_key {', '.join(map(repr, unknown))}" if unknown
                     else "an empty list selects no tasks")
-            raise ConfigError(f"key 'env.env_keys' = {cfg.env_keys!r}: {what}; theirs: {', '.join(present)} (leave env_keys out for all)")
+            near = "".join(did_you_mean(key, present) for key in unknown)
+            raise ConfigError(f"key 'env.env_keys' = {cfg.env_keys!r}: {what}; {near}theirs: {', '.join(present)} (leave env_keys out for all)")
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:
         tasks = tasks[: cfg.max_tasks]

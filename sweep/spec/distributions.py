@@ -184,6 +184,17 @@ class Choice(_Sampled):
     def contains(self, value: Any) -> bool:
         return value in self.values
 
+    @model_validator(mode="after")
+    def _each_once(self) -> Choice:
+        """A value given twice is drawn twice as often by a choice and run twice by a grid: most likely a slip
+        (``[1.0e-4, 1.0e-4]`` for ``[1.0e-4, 1.0e-5]``). 1, 1.0 and true are apart here, as they are in the trainer."""
+        seen: dict[str, int] = {}
+        for i, value in enumerate(self.values):
+            first = seen.setdefault(f"{type(value).__name__}:{value!r}", i)
+            if first != i:
+                raise ValueError(f"{shown_repr('', value)} is given twice (items {first + 1} and {i + 1}); give each value once")
+        return self
+
 
 class Grid(Choice):
     """Every value is tried (with the ``grid`` or ``random`` searcher)."""

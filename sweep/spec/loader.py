@@ -35,6 +35,7 @@ from configkit.base import (
     validate,
 )
 from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_repr, shown_value
+from configkit.suggest import did_you_mean
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
 from sweep.spec.config import SCHEDULERS, SweepConfig
@@ -100,7 +101,8 @@ def split_sets(sets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
             _set_once(trainer_level, key, value)
         else:
             raise ConfigError(
-                f"--set {key}: unknown key '{head}' (trainer keys: {', '.join(TrainerConfig.model_fields)}; "
+                f"--set {key}: unknown key '{head}' ({did_you_mean(head, [*TrainerConfig.model_fields, *SweepConfig.model_fields])}"
+                f"trainer keys: {', '.join(TrainerConfig.model_fields)}; "
                 f"sweep keys: {', '.join(k for k in SweepConfig.model_fields if k != 'trainer')})"
             )
     return sweep_level, trainer_level

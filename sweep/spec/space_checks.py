@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from configkit.base import apply_overrides, describe_errors, dotted_keys
 from configkit.redact import shown_repr
+from configkit.suggest import did_you_mean
 from grpo.config import TrainerConfig
 from sweep.spec.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
 from sweep.spec.distributions import NUMERIC
@@ -50,13 +51,24 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
         yield f"{source}: key '{where}.{key}' moved under the backend: sweep env.backend.{key.removeprefix('env.')}"
         return
     if key not in dotted_keys(TrainerConfig):
-        yield f"{source}: unknown trainer key '{where}.{key}' (allowed: {', '.join(dotted_keys(TrainerConfig))})"
+        yield f"{source}: unknown trainer key '{where}.{key}' ({_allowed_near(key)})"
         return
     for value in dist.extremes():
         detail = _refused(cfg, key, value, source)
         if detail:
             yield f"{source}: key '{where}.{key}' can give {shown_repr(key, value)}, which the trainer refuses:\n{detail}"
             return
+
+
+def _allowed_near(key: str) -> str:
+    """What a misspelt swept key could have been: the closest trainer key, and the keys of its section (or the
+    trainer's top-level keys, when the section is unknown too), not all hundred of them."""
+    keys = dotted_keys(TrainerConfig)
+    section = key.rpartition(".")[0]
+    siblings = [k for k in keys if section and k.startswith(f"{section}.")]
+    listed = (f"{section}'s keys: {', '.join(siblings)}" if siblings
+              else f"the trainer's top-level keys: {', '.join(TrainerConfig.model_fields)}; README's YAML reference lists every key")
+    return f"{did_you_mean(key, keys)}{listed}"
 
 
 def space_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
@@ -121,7 +133,7 @@ def search_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> Itera
     search = cfg.search
     if search.metric not in names:
         hint = " (eval/* needs trainer.eval.interval > 0)" if search.metric.startswith("eval/") and not base.eval.interval else ""
-        yield f"{source}: key 'search.metric' = {search.metric!r} is not reported{hint}; allowed: {', '.join(sorted(names))}"
+        yield f"{source}: key 'search.metric' = {search.metric!r} is not reported{hint}; {did_you_mean(search.metric, names)}allowed: {', '.join(sorted(names))}"
     sampled = [d for d in cfg.space.values() if not isinstance(d, Fixed)]
     if search.searcher != "optuna":
         for key in ("sampler", "constant_liar", "n_startup_trials", "startup"):

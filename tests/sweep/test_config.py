@@ -50,8 +50,12 @@ def test_good_space(tmp_path):
     assert sampled_trial_count(cfg) == 4
 
 
-def test_unknown_trainer_key_lists_allowed(tmp_path):
-    _fails(tmp_path, GOOD.replace("optim.lr:", "optim.lrr:"), "unknown trainer key 'space.optim.lrr'", "optim.lr", "algorithm.kl_coef")
+def test_unknown_trainer_key_suggests_the_near_one_and_lists_its_section(tmp_path):
+    said = _fails(tmp_path, GOOD.replace("optim.lr:", "optim.lrr:"), "unknown trainer key 'space.optim.lrr' (did you mean 'optim.lr'? "
+                  "optim's keys: optim.lr, optim.weight_decay, optim.max_grad_norm, optim.warmup_steps, optim.lr_schedule, optim.min_lr_ratio)")
+    assert "algorithm.kl_coef" not in said.split("lrr")[1].split("\n")[0]  # not all hundred keys
+    _fails(tmp_path, GOOD.replace("optim.lr:", "optimizer.lr:"),
+           "unknown trainer key 'space.optimizer.lr' (did you mean 'optim.lr'? the trainer's top-level keys: model, optim, algorithm,")
 
 
 def test_low_above_high(tmp_path):
