@@ -31,6 +31,10 @@ class ConfigError(ValueError):
     """A config problem, phrased for the person who wrote the file."""
 
 
+class UnreadableYaml(ConfigError):
+    """Text that is not YAML at all: PyYAML's own message, which may quote the text around the fault."""
+
+
 def read_text(path: str | Path, what: str = "file") -> str:
     """A text file's contents; a missing, unreadable, binary or non-UTF-8 file is a ConfigError naming it."""
     path = Path(path)
@@ -92,16 +96,17 @@ def _refuse_ambiguous(loader: _Loader, node: yaml.ScalarNode) -> Any:
 _Loader.add_constructor(AMBIGUOUS_NUMBER, _refuse_ambiguous)
 
 
-def parse_yaml(text: str, source: str) -> Any:
+def parse_yaml(text: str, source: str, under: str = "") -> Any:
     """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
     (PyYAML keeps the last one, silently) and a number YAML 1.1 reads otherwise than it looks (``010``, ``1:30``):
-    ConfigError naming each dotted key and line (a secret's value not shown)."""
+    ConfigError naming each dotted key and line (a secret's value not shown; ``under``: the dotted key the whole
+    document is the value of, a ``--set``'s). Text that is no YAML at all: UnreadableYaml."""
     try:
         loader = _Loader(text)  # refuses control characters already
         loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
         try:
             node = loader.get_single_node()
-            problems = [f"{source}: {problem}" for problem in _problems(node)]
+            problems = [f"{source}: {problem}" for problem in _problems(node, under)]
             if problems:
                 raise ConfigError("\n".join(problems))
             return loader.construct_document(node) if node is not None else None
@@ -111,9 +116,9 @@ def parse_yaml(text: str, source: str) -> Any:
         for mark in (getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)):
             if mark is not None:
                 mark.buffer = None  # YAML would quote the file's line, cut anywhere (a secret's key cut off): place only
-        raise ConfigError(f"{source}: not valid YAML: {redact_text(str(exc))}") from None
+        raise UnreadableYaml(f"{source}: not valid YAML: {redact_text(str(exc))}") from None
     except RecursionError:
-        raise ConfigError(f"{source}: nested too deeply to read as YAML") from None
+        raise UnreadableYaml(f"{source}: nested too deeply to read as YAML") from None
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -142,9 +147,9 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
                 yield from _nodes(value_node, _key_path(path, key_node.value), seen)
 
 
-def _problems(root: yaml.Node | None) -> Iterator[str]:
+def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
     """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks."""
-    for path, node in _nodes(root):
+    for path, node in _nodes(root, under):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
             shown = shown_value(path, node.value)
             why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
@@ -242,10 +247,9 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             allowed = sorted(owner.model_fields) if owner else []
             lines.append(f"{source}: unknown key '{key}' ({did_you_mean(str(loc[-1]), allowed)}allowed here: {', '.join(allowed)})")
         elif err["type"] == "invalid_key" or loc[-1:] == ("[key]",):  # a key YAML read as a number, true/false or a date
-            # (a section's: pydantic's loc ends with it as an int; a mapping field's: with it, then '[key]')
-            where = prefix + ".".join(str(p) for p in loc[:-1 if err["type"] == "invalid_key" else -2])
+            where = prefix + ".".join(str(p) for p in _key_section(loc))
             lines.append(f"{source}: key {shown_repr('', value)} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name"
-                         f"{_quote_hint(value)}")
+                         f"{_quote_hint(value, 'string_type')}")
         elif err["type"] == "missing":
             lines.append(f"{source}: key '{key}' is required")
         elif err["type"] == "union_tag_invalid":  # a section's kind (type: ...) that is none of its kinds
@@ -253,17 +257,25 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             field, allowed = str(ctx.get("discriminator", "type")).strip("'"), str(ctx.get("expected_tags", "")).replace("'", "")
             lines.append(f"{source}: key '{key}.{field}' = {ctx.get('tag')!r}: allowed: {allowed}")
         else:
-            hint = _quote_hint(value) if err["type"] in TEXT_ERRORS else ""
+            hint = _quote_hint(value, err["type"])
             said = _type_words(err["type"], value) or err["msg"].removeprefix("Value error, ")  # a validator's own words
             lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {said}{hint}")
     return "\n".join(lines)
 
 
-def _quote_hint(value: Any) -> str:
-    """Where text was wanted: how YAML 1.1 read ``value`` unquoted, and the quotes that keep the text."""
-    if isinstance(value, bool):
+def _key_section(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """The section a key that is no name sits in: pydantic ends a model's location with the key (as an int) and
+    a mapping field's with the key, then ``[key]``."""
+    return loc[:-2] if loc[-1:] == ("[key]",) else loc[:-1]
+
+
+def _quote_hint(value: Any, kind: str) -> str:
+    """How YAML 1.1 read ``value`` unquoted where text was wanted, and the quotes that keep the text: a yes/no/on/off
+    word wherever text was wanted (a choice of words too), a number or date only where any text would do (quoted,
+    ``searcher: '3'`` would still be refused)."""
+    if isinstance(value, bool) and kind in TEXT_ERRORS:
         return f"; {BOOL_WORDS}"
-    return f"; {YAML_READINGS}" if _yaml_type(value) in YAML_READS_AS else ""
+    return f"; {YAML_READINGS}" if kind == "string_type" and _yaml_type(value) in YAML_READS_AS else ""
 
 
 def _yaml_type(value: Any) -> str:

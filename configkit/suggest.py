@@ -13,6 +13,8 @@ CUTOFF = 0.75  # 'optim.lrr' -> 'optim.lr' (0.94), 'eval/scroe' -> 'eval/score' 
 
 
 def did_you_mean(word: str, allowed: Iterable[str]) -> str:
-    """``"did you mean 'x'? "`` for the allowed name closest to ``word``, or ``""`` when none is near."""
-    found = difflib.get_close_matches(word, [str(name) for name in allowed], n=1, cutoff=CUTOFF)
+    """``"did you mean 'x'? "`` for the allowed name closest to ``word``, or ``""`` when none is near (or ``word``
+    is allowed itself: the fault is elsewhere)."""
+    names = [str(name) for name in allowed]
+    found = difflib.get_close_matches(word, names, n=1, cutoff=CUTOFF) if word not in names else []
     return f"did you mean {found[0]!r}? " if found else ""

@@ -25,11 +25,11 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
         raise ConfigError(f"key 'env.tasks_path' = {cfg.tasks_path!r}: no tasks in the file(s)")
     if cfg.env_keys is not None:
         present = sorted({t.env_key for t in tasks})
-        unknown = [key for key in cfg.env_keys if key not in present]
+        unknown = list(dict.fromkeys(key for key in cfg.env_keys if key not in present))
         if unknown or not cfg.env_keys:
             what = (f"no tasks of env.tasks_path {cfg.tasks_path!r} have env_key {', '.join(map(repr, unknown))}" if unknown
                     else "an empty list selects no tasks")
-            near = "".join(did_you_mean(key, present) for key in unknown)
+            near = "".join(f"{key!r}: {did_you_mean(key, present)}" for key in unknown if did_you_mean(key, present))
             raise ConfigError(f"key 'env.env_keys' = {cfg.env_keys!r}: {what}; {near}theirs: {', '.join(present)} (leave env_keys out for all)")
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:

@@ -12,6 +12,7 @@ value (it does not matter there, so a searcher should not spend trials on it). P
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 from typing import Annotated, Any, Literal
@@ -187,13 +188,21 @@ class Choice(_Sampled):
     @model_validator(mode="after")
     def _each_once(self) -> Choice:
         """A value given twice is drawn twice as often by a choice and run twice by a grid: most likely a slip
-        (``[1.0e-4, 1.0e-4]`` for ``[1.0e-4, 1.0e-5]``). 1, 1.0 and true are apart here, as they are in the trainer."""
+        (``[1.0e-4, 1.0e-4]`` for ``[1.0e-4, 1.0e-5]``). The value is not shown (a secret's key may be swept)."""
         seen: dict[str, int] = {}
         for i, value in enumerate(self.values):
-            first = seen.setdefault(f"{type(value).__name__}:{value!r}", i)
+            first = seen.setdefault(_same_as(value), i)
             if first != i:
-                raise ValueError(f"{shown_repr('', value)} is given twice (items {first + 1} and {i + 1}); give each value once")
+                raise ValueError(f"items {first + 1} and {i + 1} are the same value; give each value once")
         return self
+
+
+def _same_as(value: Any) -> str:
+    """What makes two of a choice's values one to the trainer: 0 and 0.0 are one number (a float key reads both
+    alike, as Optuna does), true is no number, a section's keys have no order."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"number:{float(value)!r}"
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 class Grid(Choice):

@@ -24,9 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from configkit.base import (
-    AMBIGUOUS_HINT,
-    AMBIGUOUS_PATTERN,
     ConfigError,
+    UnreadableYaml,
     apply_overrides,
     describe_errors,
     get_dotted,
@@ -61,12 +60,11 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
         written[key] = value
         if looks_secret(key) or mentions_secret(value):  # YAML's own message would quote the text
             try:
-                overrides[key] = parse_yaml(value, f"--set {key}")
-            except ConfigError:
-                why = (f"{AMBIGUOUS_HINT}, as --set '{key}=\"...\"'" if AMBIGUOUS_PATTERN.match(value.strip()) else "not valid YAML")
-                raise ConfigError(f"--set {key}={HIDDEN}: {why} (its text is not shown: it names a secret)") from None
+                overrides[key] = parse_yaml(value, f"--set {key}", under=key)  # its own problems hide a secret's value
+            except UnreadableYaml:
+                raise ConfigError(f"--set {key}={HIDDEN}: not valid YAML (its text is not shown: it names a secret)") from None
         else:
-            overrides[key] = parse_yaml(value, f"--set {key + '=' + redact_uri(value)!r}")
+            overrides[key] = parse_yaml(value, f"--set {key + '=' + redact_uri(value)!r}", under=key)
     return overrides
 
 
@@ -99,6 +97,8 @@ def split_sets(sets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
             sweep_level[key] = value
         elif head in TrainerConfig.model_fields:
             _set_once(trainer_level, key, value)
+        elif head == "trainer":
+            raise ConfigError(f"--set {key}: give one trainer key at a time, as --set trainer.KEY=VALUE (or KEY=VALUE)")
         else:
             raise ConfigError(
                 f"--set {key}: unknown key '{head}' ({did_you_mean(head, [*TrainerConfig.model_fields, *SweepConfig.model_fields])}"

@@ -17,15 +17,13 @@ import math
 import random
 from typing import Any
 
+from configkit.base import get_dotted
 from sweep.spec.config import Choice, Fixed, Grid, LogUniform, QUniform, RandInt, SweepConfig, Uniform
 
 
 def base_value(cfg: SweepConfig, key: str) -> Any:
     """The base trainer's value at a dotted key: what a trial runs with when the key is not sampled."""
-    node: Any = cfg.trainer.model_dump(mode="json")
-    for part in key.split("."):
-        node = node[part]
-    return node
+    return get_dotted(cfg.trainer.model_dump(mode="json"), key)
 
 
 def ordered(space: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -51,7 +51,7 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
         yield f"{source}: key '{where}.{key}' moved under the backend: sweep env.backend.{key.removeprefix('env.')}"
         return
     if key not in dotted_keys(TrainerConfig):
-        yield f"{source}: unknown trainer key '{where}.{key}' ({_allowed_near(key)})"
+        yield f"{source}: {_not_a_key(f'{where}.{key}', key)}"
         return
     for value in dist.extremes():
         detail = _refused(cfg, key, value, source)
@@ -60,15 +60,19 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
             return
 
 
-def _allowed_near(key: str) -> str:
-    """What a misspelt swept key could have been: the closest trainer key, and the keys of its section (or the
-    trainer's top-level keys, when the section is unknown too), not all hundred of them."""
+def _not_a_key(written: str, key: str) -> str:
+    """Why ``key`` cannot be swept: a section (its keys listed), or no key at all (the closest trainer key, and the
+    keys of the nearest section that exists, or the trainer's top-level keys: not all hundred of them)."""
     keys = dotted_keys(TrainerConfig)
+    inside = [k for k in keys if k.startswith(f"{key}.")]
+    if inside:
+        return f"key '{written}' is a section of the trainer; sweep its keys one by one: {', '.join(inside)}"
     section = key.rpartition(".")[0]
-    siblings = [k for k in keys if section and k.startswith(f"{section}.")]
-    listed = (f"{section}'s keys: {', '.join(siblings)}" if siblings
+    while section and not any(k.startswith(f"{section}.") for k in keys):
+        section = section.rpartition(".")[0]
+    listed = (f"{section}'s keys: {', '.join(k for k in keys if k.startswith(f'{section}.'))}" if section
               else f"the trainer's top-level keys: {', '.join(TrainerConfig.model_fields)}; README's YAML reference lists every key")
-    return f"{did_you_mean(key, keys)}{listed}"
+    return f"unknown trainer key '{written}' ({did_you_mean(key, keys)}{listed})"
 
 
 def space_problems(cfg: SweepConfig, source: str) -> Iterator[str]:

@@ -56,6 +56,9 @@ def test_unknown_trainer_key_suggests_the_near_one_and_lists_its_section(tmp_pat
     assert "algorithm.kl_coef" not in said.split("lrr")[1].split("\n")[0]  # not all hundred keys
     _fails(tmp_path, GOOD.replace("optim.lr:", "optimizer.lr:"),
            "unknown trainer key 'space.optimizer.lr' (did you mean 'optim.lr'? the trainer's top-level keys: model, optim, algorithm,")
+    _fails(tmp_path, GOOD.replace("optim.lr:", "model.lroa.rank:"), "(did you mean 'model.lora.rank'? model's keys: model.type,")
+    _fails(tmp_path, GOOD.replace("optim.lr:", "optim:"),
+           "key 'space.optim' is a section of the trainer; sweep its keys one by one: optim.lr, optim.weight_decay,")
 
 
 def test_low_above_high(tmp_path):
@@ -272,3 +275,16 @@ def test_a_trials_own_backend_keys_can_be_swept_and_the_shared_ones_cannot(tmp_p
     _fails(tmp_path, GOOD + "  env.backend.type: {choice: [local, fleet]}\n", "'space.env.backend.type' cannot be swept",
            "its trials' own: env.backend.max_concurrent, env.backend.call_timeout_s")
     _fails(tmp_path, GOOD + "  env.max_concurrent: {choice: [8, 16]}\n", "'space.env.max_concurrent' moved under the backend: sweep env.backend.max_concurrent")
+
+
+def test_a_choice_gives_each_value_once():
+    """0 and 0.0 are one number to a float key (and to Optuna); true is no number; a section's keys have no order."""
+    from pydantic import ValidationError
+
+    from sweep.spec.distributions import Choice, Grid
+
+    for values in ([0, 0.0, 0.1], [{"a": 1, "b": 2}, {"b": 2, "a": 1}], [[1], [1]], [None, None], ["k1", "k1"]):
+        for kind in (Choice, Grid):
+            with pytest.raises(ValidationError, match="items 1 and 2 are the same value; give each value once"):
+                kind(values=values)
+    assert Choice(values=[True, 1, "1", 1.5]).values == [True, 1, "1", 1.5]

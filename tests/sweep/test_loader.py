@@ -54,8 +54,10 @@ def trainer_parses():
 def test_sets_go_to_the_trainer_or_the_sweep_by_their_first_key(tmp_path):
     cfg = load_space(DEMO, parse_sets(["total_steps=6", "trainer.eval.interval=1", "search.num_samples=2", "storage=elsewhere"]))
     assert (cfg.trainer.total_steps, cfg.trainer.eval.interval, cfg.search.num_samples, cfg.storage) == (6, 1, 2, "elsewhere")
-    with pytest.raises(ConfigError, match="unknown key 'optimizer'.*trainer keys: model, optim"):
-        load_space(DEMO, parse_sets(["optimizer.lr=1"]))
+    with pytest.raises(ConfigError, match=r"unknown key 'optimm' \(did you mean 'optim'\? trainer keys: model, optim"):
+        load_space(DEMO, parse_sets(["optimm.lr=1"]))
+    with pytest.raises(ConfigError, match=r"--set trainer: give one trainer key at a time, as --set trainer.KEY=VALUE"):
+        load_space(DEMO, parse_sets(["trainer={seed: 1}"]))
     with pytest.raises(ConfigError, match="dotted.key=value"):
         parse_sets(["optim.lr"])
 
