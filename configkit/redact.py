@@ -71,16 +71,23 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
         return Elided("{…}" if isinstance(value, dict) else "[…]")
     more = Elided(f"… {len(value) - SHOWN_ITEMS} more") if isinstance(value, (dict, list)) and len(value) > SHOWN_ITEMS else None
     if isinstance(value, dict):
-        shown = {k: shown_value(str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
+        shown = {_as_written(k): shown_value(str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
         return {**shown, Elided("…"): Elided(f"{len(value) - SHOWN_ITEMS} more")} if more else shown
     if isinstance(value, list):
         return [shown_value("", v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
-    if isinstance(value, datetime.date):  # as YAML wrote it, not datetime.date(2026, 1, 5)
-        return Elided(value.isoformat(" ") if isinstance(value, datetime.datetime) else value.isoformat())
+    if isinstance(value, datetime.date):
+        return _as_written(value)
     if isinstance(value, str):
         text = redact_uri(value)
         return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}… ({len(text)} characters)"
     return value
+
+
+def _as_written(value: Any) -> Any:
+    """A date as YAML wrote it (``2026-01-05``, ``2026-01-05 10:30:00``), not ``datetime.date(2026, 1, 5)``; else ``value``."""
+    if isinstance(value, datetime.datetime):
+        return Elided(value.isoformat(" ").replace("+00:00", "Z"))
+    return Elided(value.isoformat()) if isinstance(value, datetime.date) else value
 
 
 def shown_repr(key: str, value: Any) -> str:

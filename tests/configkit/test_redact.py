@@ -57,3 +57,12 @@ def test_a_message_shows_a_long_value_in_short():
     shown = shown_repr("trainer.seed", bomb)
     assert len(shown) == 301 and shown.startswith("[[[[[…], […], ") and shown.endswith("…")
     assert shown_repr("optim.lr", 0.001) == "0.001" and shown_repr("api_key", ["a"] * 50) == "'***'"
+
+
+def test_dates_are_shown_as_yaml_wrote_them():
+    """YAML 1.1 reads 2026-01-05 as a date: a message shows it so, as a value or a key, not as datetime.date(...)."""
+    from configkit.base import parse_yaml
+    from configkit.redact import shown_repr
+
+    data = parse_yaml("a: 2026-01-05\nb: 2026-01-05 10:30:00\nc: 2026-01-05T10:30:00Z\nd: {2026-01-05: x}\n", "f.yaml")
+    assert shown_repr("data", data) == "{'a': 2026-01-05, 'b': 2026-01-05 10:30:00, 'c': 2026-01-05 10:30:00Z, 'd': {2026-01-05: 'x'}}"
