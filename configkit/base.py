@@ -17,7 +17,7 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from configkit.redact import redact_text, shown_repr, shown_value
+from configkit.redact import redact_text, shown_key, shown_repr, shown_value
 from configkit.suggest import did_you_mean
 
 
@@ -153,7 +153,7 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
             shown = shown_value(path, node.value)
             why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
-            yield f"{f'key {path!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a --set value
+            yield f"{f'key {shown_key(path)!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a --set value
         if not isinstance(node, yaml.MappingNode):
             continue
         marks: dict[tuple[str, str], yaml.Mark] = {}
@@ -164,7 +164,7 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
             if first is not second:
                 where = (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
                          else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
-                yield f"key '{_key_path(path, key_node.value)}' appears twice ({where}); the second would silently win: keep one"
+                yield f"key '{shown_key(_key_path(path, key_node.value))}' appears twice ({where}); the second would silently win: keep one"
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

@@ -19,9 +19,10 @@ _ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[:=]\s*)([^\s,}
 
 
 def _parts(name: str) -> list[str]:
-    """A name's words: split at ``.``, ``_``, ``-`` and camelCase (``AWSAccessKeyId``: aws, access, key, id)."""
+    """A name's words: split at ``.``, ``_``, ``-``, a list's ``[0]`` and camelCase (``AWSAccessKeyId``: aws, access, key,
+    id; ``token[0]``: token, 0)."""
     spaced = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", lambda m: f"{m[1] or m[3]}_{m[2] or m[4]}", name)
-    return [part for part in re.split(r"[._\-\s]+", spaced.lower()) if part]
+    return [part for part in re.split(r"[._\-\s\[\]]+", spaced.lower()) if part]
 
 
 def looks_secret(name: str) -> bool:
@@ -70,11 +71,11 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
     if isinstance(value, (dict, list)) and value and depth >= SHOWN_DEPTH:
         return Elided("{…}" if isinstance(value, dict) else "[…]")
     more = Elided(f"… {len(value) - SHOWN_ITEMS} more") if isinstance(value, (dict, list)) and len(value) > SHOWN_ITEMS else None
-    if isinstance(value, dict):
-        shown = {_as_written(k): shown_value(str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
+    if isinstance(value, dict):  # a key inside a section is named by its whole path (aws_access: {key: ...} is a secret's)
+        shown = {_as_written(k): shown_value(f"{key}.{k}" if key else str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
         return {**shown, Elided("…"): Elided(f"{len(value) - SHOWN_ITEMS} more")} if more else shown
     if isinstance(value, list):
-        return [shown_value("", v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
+        return [shown_value(key, v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
     if isinstance(value, datetime.date):
         return _as_written(value)
     if isinstance(value, str):
@@ -84,7 +85,8 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
 
 
 def _as_written(value: Any) -> Any:
-    """A date as YAML wrote it (``2026-01-05``, ``2026-01-05 10:30:00``), not ``datetime.date(2026, 1, 5)``; else ``value``."""
+    """A date as YAML writes it (``2026-01-05``, ``2026-01-05 10:30:00``), not ``datetime.date(2026, 1, 5)``; else
+    ``value``. (Read back from the date: a time written with another offset or fewer digits is shown in this form.)"""
     if isinstance(value, datetime.datetime):
         return Elided(value.isoformat(" ").replace("+00:00", "Z"))
     return Elided(value.isoformat()) if isinstance(value, datetime.date) else value
@@ -96,6 +98,19 @@ def shown_repr(key: str, value: Any) -> str:
     return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}…"
 
 
-def mentions_secret(text: str) -> bool:
-    """Text that names a secret-looking key anywhere in it (``{api_key: ...}``): its raw form is not to be shown."""
-    return any(looks_secret(word) for word in re.findall(r"[A-Za-z_][A-Za-z0-9_.\-]*", text))
+def mentions_secret(text: str, under: str = "") -> bool:
+    """Text that names a secret-looking key anywhere in it (``{api_key: ...}``), or one that is a secret's under the key
+    ``under`` it is the value of (``{key: ...}`` under ``aws_access``): its raw form is not to be shown."""
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_.\-]*", text)
+    return any(looks_secret(word) or (under and looks_secret(f"{under}.{word}")) for word in words)
+
+
+def shown_key(path: str) -> str:
+    """A dotted key as a message may name it: cut after its first secret-named part, since the keys inside a secret's
+    value are the secret's too (``logging.wandb.api_key.…``)."""
+    shown = ""
+    for piece in re.findall(r"\.?[^.\[]+|\[[^\]]*\]", path):
+        shown += piece
+        if looks_secret(shown):
+            return shown if shown == path else f"{shown}.…"
+    return path

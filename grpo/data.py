@@ -29,7 +29,8 @@ def select_tasks(cfg: EnvConfig) -> list[Task]:
         if unknown or not cfg.env_keys:
             what = (f"no tasks of env.tasks_path {cfg.tasks_path!r} have env_key {', '.join(map(repr, unknown))}" if unknown
                     else "an empty list selects no tasks")
-            near = "".join(f"{key!r}: {did_you_mean(key, present)}" for key in unknown if did_you_mean(key, present))
+            hints = {key: did_you_mean(key, present) for key in unknown}
+            near = "".join(hint if len(unknown) == 1 else f"{key!r}: {hint}" for key, hint in hints.items() if hint)
             raise ConfigError(f"key 'env.env_keys' = {cfg.env_keys!r}: {what}; {near}theirs: {', '.join(present)} (leave env_keys out for all)")
         tasks = [t for t in tasks if t.env_key in cfg.env_keys]
     if cfg.max_tasks is not None:

@@ -12,7 +12,6 @@ value (it does not matter there, so a searcher should not spend trials on it). P
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from typing import Annotated, Any, Literal
@@ -189,7 +188,7 @@ class Choice(_Sampled):
     def _each_once(self) -> Choice:
         """A value given twice is drawn twice as often by a choice and run twice by a grid: most likely a slip
         (``[1.0e-4, 1.0e-4]`` for ``[1.0e-4, 1.0e-5]``). The value is not shown (a secret's key may be swept)."""
-        seen: dict[str, int] = {}
+        seen: dict[Any, int] = {}
         for i, value in enumerate(self.values):
             first = seen.setdefault(_same_as(value), i)
             if first != i:
@@ -197,12 +196,21 @@ class Choice(_Sampled):
         return self
 
 
-def _same_as(value: Any) -> str:
-    """What makes two of a choice's values one to the trainer: 0 and 0.0 are one number (a float key reads both
-    alike, as Optuna does), true is no number, a section's keys have no order."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"number:{float(value)!r}"
-    return json.dumps(value, sort_keys=True, default=repr)
+def _same_as(value: Any) -> Any:
+    """What makes two of a choice's values one to the trainer, as a hashable form: a whole float is its int (0, 0.0
+    and -0.0 are one number, as a float key and Optuna read them; big ints stay exact), true is no number, text is no
+    number, a section's keys have no order, a list is its items."""
+    if isinstance(value, bool) or value is None:
+        return ("const", value)
+    if isinstance(value, int):
+        return ("number", value)
+    if isinstance(value, float):
+        return ("number", int(value)) if value.is_integer() else ("number", repr(value))  # nan and inf by their repr
+    if isinstance(value, dict):
+        return ("section", frozenset((_same_as(k), _same_as(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_same_as(v) for v in value))
+    return (type(value).__name__, repr(value))
 
 
 class Grid(Choice):

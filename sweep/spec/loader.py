@@ -58,7 +58,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
         if key in written:  # not the later one silently kept
             raise ConfigError(f"--set {key} is given twice ({_typed(key, written[key])}, then {_typed(key, value)}): give it once")
         written[key] = value
-        if looks_secret(key) or mentions_secret(value):  # YAML's own message would quote the text
+        if _names_secret(key, value):  # YAML's own message would quote the text
             try:
                 overrides[key] = parse_yaml(value, f"--set {key}", under=key)  # its own problems hide a secret's value
             except UnreadableYaml:
@@ -68,9 +68,14 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
+def _names_secret(key: str, text: str) -> bool:
+    """A --set whose key, or a key in whose value, names a secret (``api_key=...``, ``aws_access={key: ...}``)."""
+    return looks_secret(key) or mentions_secret(text, under=key)
+
+
 def _typed(key: str, text: str) -> str:
     """A --set value as typed, as a message may show it (a secret's text hidden)."""
-    return HIDDEN if looks_secret(key) or mentions_secret(text) else redact_uri(text)
+    return HIDDEN if _names_secret(key, text) else redact_uri(text)
 
 
 def describe_sets(sets: Mapping[str, Any]) -> str:

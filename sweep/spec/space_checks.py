@@ -72,7 +72,8 @@ def _not_a_key(written: str, key: str) -> str:
         section = section.rpartition(".")[0]
     listed = (f"{section}'s keys: {', '.join(k for k in keys if k.startswith(f'{section}.'))}" if section
               else f"the trainer's top-level keys: {', '.join(TrainerConfig.model_fields)}; README's YAML reference lists every key")
-    return f"unknown trainer key '{written}' ({did_you_mean(key, keys)}{listed})"
+    sections = {k.rsplit(".", i)[0] for k in keys for i in range(1, k.count(".") + 1)}  # optimm -> optim: a section
+    return f"unknown trainer key '{written}' ({did_you_mean(key, [*keys, *sorted(sections)])}{listed})"
 
 
 def space_problems(cfg: SweepConfig, source: str) -> Iterator[str]:

@@ -66,3 +66,15 @@ def test_dates_are_shown_as_yaml_wrote_them():
 
     data = parse_yaml("a: 2026-01-05\nb: 2026-01-05 10:30:00\nc: 2026-01-05T10:30:00Z\nd: {2026-01-05: x}\n", "f.yaml")
     assert shown_repr("data", data) == "{'a': 2026-01-05, 'b': 2026-01-05 10:30:00, 'c': 2026-01-05 10:30:00Z, 'd': {2026-01-05: 'x'}}"
+
+
+def test_a_secret_is_known_by_its_whole_path():
+    """A list under a secret (``token[0]``), a key inside a secret's value, a secret named across a --set's key and
+    its value's key (``aws_access: {key: ...}``): each hidden, and a message names such a key only up to the secret."""
+    from configkit.redact import mentions_secret, shown_key
+
+    assert looks_secret("env.backend.token[0]") and not looks_secret("env.env_keys[0]")
+    assert shown_key("logging.wandb.api_key.sk12345") == "logging.wandb.api_key.…"
+    assert shown_key("env.backend.token[0]") == "env.backend.token.…" and shown_key("optim.lr") == "optim.lr"
+    assert mentions_secret("{key: 0777}", under="env.backend.aws_access") and not mentions_secret("{key: 0777}")
+    assert shown_value("env.backend", {"aws_access": {"key": "AKIA999"}, "max_instances": 3}) == {"aws_access": {"key": "***"}, "max_instances": 3}

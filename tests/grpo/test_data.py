@@ -33,6 +33,9 @@ def test_several_task_files_are_one_task_set_with_unique_keys(tmp_path):
     data = Path(__file__).resolve().parents[2] / "toolenvs" / "data"
     both = select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(data / "zillow.jsonl")], env_keys=["zillow"]))
     assert both and {t.env_key for t in both} == {"zillow"}
+    with pytest.raises(ConfigError) as caught:  # each unknown name once, each near miss said for its name
+        select_tasks(EnvConfig(tasks_path=[str(data / "hotel.jsonl"), str(data / "zillow.jsonl")], env_keys=["hotle", "zilow", "hotle", "nope"]))
+    assert "have env_key 'hotle', 'zilow', 'nope'; 'hotle': did you mean 'hotel'? 'zilow': did you mean 'zillow'? theirs: hotel, zillow" in str(caught.value)
     copy = tmp_path / "copy.jsonl"
     copy.write_text((data / "hotel.jsonl").read_text())
     with pytest.raises(ConfigError, match="task_key"):

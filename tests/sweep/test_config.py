@@ -279,6 +279,8 @@ def test_a_trials_own_backend_keys_can_be_swept_and_the_shared_ones_cannot(tmp_p
 
 def test_a_choice_gives_each_value_once():
     """0 and 0.0 are one number to a float key (and to Optuna); true is no number; a section's keys have no order."""
+    from datetime import date
+
     from pydantic import ValidationError
 
     from sweep.spec.distributions import Choice, Grid
@@ -288,3 +290,8 @@ def test_a_choice_gives_each_value_once():
             with pytest.raises(ValidationError, match="items 1 and 2 are the same value; give each value once"):
                 kind(values=values)
     assert Choice(values=[True, 1, "1", 1.5]).values == [True, 1, "1", 1.5]
+    for values in ([0.0, -0.0], [[1], [1.0]], [float("nan"), float("nan")]):
+        with pytest.raises(ValidationError, match="items 1 and 2 are the same value"):
+            Choice(values=values)
+    for values in ([10**400, 1], [2**53, 2**53 + 1], [{1: "x"}, {"1": "x"}], [{1: {}, "a": {}}, {}], [{date(2026, 1, 5): {}}, {}]):
+        assert Choice(values=values).values == values  # apart, and nothing a set or json cannot order makes a traceback
