@@ -153,7 +153,7 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
             shown = shown_value(path, node.value)
             why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
-            yield f"{f'key {shown_key(path)!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a --set value
+            yield f"{f'key {shown_key(path)!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a document that is one number
         if not isinstance(node, yaml.MappingNode):
             continue
         marks: dict[tuple[str, str], yaml.Mark] = {}
@@ -275,7 +275,7 @@ def _quote_hint(value: Any, kind: str) -> str:
     ``searcher: '3'`` would still be refused)."""
     if isinstance(value, bool) and kind in TEXT_ERRORS:
         return f"; {BOOL_WORDS}"
-    return f"; {YAML_READINGS}" if kind == "string_type" and _yaml_type(value) in YAML_READS_AS else ""
+    return f"; {YAML_READINGS}" if kind == "string_type" and type(value) in YAML_READS_AS else ""
 
 
 def _yaml_type(value: Any) -> str:
@@ -285,7 +285,7 @@ def _yaml_type(value: Any) -> str:
     return next((word for kind, word in kinds.items() if type(value) is kind), type(value).__name__)
 
 
-YAML_READS_AS = ("a whole number", "a number with a decimal point", "a date", "a date and time")  # what plain text can become
+YAML_READS_AS = (int, float, datetime.date, datetime.datetime)  # what plain text can become (true/false: BOOL_WORDS)
 YAML_READINGS = "quote it to keep the text as written (unquoted, YAML reads 1.10 as the number 1.1 and 2026-01-05 as a date)"
 NUMBER_ERRORS = ("float_type", "multiple_of")  # a number's own errors: a NaN there is named as one
 

@@ -64,16 +64,19 @@ def _not_a_key(written: str, key: str) -> str:
     """Why ``key`` cannot be swept: a section (its keys listed), or no key at all (the closest trainer key, and the
     keys of the nearest section that exists, or the trainer's top-level keys: not all hundred of them)."""
     keys = dotted_keys(TrainerConfig)
-    inside = [k for k in keys if k.startswith(f"{key}.")]
-    if inside:
-        return f"key '{written}' is a section of the trainer; sweep its keys one by one: {', '.join(inside)}"
+    sections = {k.rsplit(".", i)[0] for k in keys for i in range(1, k.count(".") + 1)}  # optim, model, model.lora, ...
+    if key in sections:
+        return f"key '{written}' is a section of the trainer; sweep its keys one by one: {', '.join(_keys_in(keys, key))}"
     section = key.rpartition(".")[0]
-    while section and not any(k.startswith(f"{section}.") for k in keys):
+    while section and section not in sections:
         section = section.rpartition(".")[0]
-    listed = (f"{section}'s keys: {', '.join(k for k in keys if k.startswith(f'{section}.'))}" if section
+    listed = (f"{section}'s keys: {', '.join(_keys_in(keys, section))}" if section
               else f"the trainer's top-level keys: {', '.join(TrainerConfig.model_fields)}; README's YAML reference lists every key")
-    sections = {k.rsplit(".", i)[0] for k in keys for i in range(1, k.count(".") + 1)}  # optimm -> optim: a section
     return f"unknown trainer key '{written}' ({did_you_mean(key, [*keys, *sorted(sections)])}{listed})"
+
+
+def _keys_in(keys: list[str], section: str) -> list[str]:
+    return [k for k in keys if k.startswith(f"{section}.")]
 
 
 def space_problems(cfg: SweepConfig, source: str) -> Iterator[str]:
