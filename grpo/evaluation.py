@@ -27,7 +27,7 @@ from grpo.build import Models
 from grpo.chat import ChatFormat
 from grpo.config import TrainerConfig
 from grpo.episodes import EpisodeLimits, Trajectory, collect
-from grpo.metrics import SampleOutcome, eval_gain, eval_metrics
+from grpo.metrics import SCORE, SampleOutcome, eval_gain, eval_metrics
 from grpo.rollout import drawing_from
 from toolenvs.outcomes import passed
 from toolenvs.seam import EnvBackend
@@ -108,7 +108,7 @@ class Evals:
         if 0 not in self.history:
             return dict(self.latest)
         trained = [value for step, value in sorted(self.history.items()) if step > 0]
-        return {**self.latest, "eval/score": eval_gain(trained, self.history[0], self.window)}
+        return {**self.latest, SCORE: eval_gain(trained, self.history[0], self.window)}
 
     def state(self) -> dict[str, Any]:
         return {"latest": self.latest, "history": {str(k): v for k, v in self.history.items()}}

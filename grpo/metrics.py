@@ -8,7 +8,7 @@ their group. Eval metrics use the unbiased pass@k estimator over each task's sam
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from statistics import fmean, pvariance
@@ -173,11 +173,27 @@ def eval_gain(trained: Sequence[float], base: float, window: int) -> float:
     return fmean(last) - base if last else 0.0
 
 
+SCORE = "eval/score"
+
+
+def shown(result: Mapping[str, object], metric: str) -> float | None:
+    """A reported metric as people should read it: ``eval/score`` is None (not 0) while the newest eval is
+    still the base policy's (``eval/global_step`` 0): Tune needs a number on every report, but a gain of 0
+    before any trained eval is no result. Anything else as reported (None when absent or not a number)."""
+    value = result.get(metric)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    step = result.get("eval/global_step")
+    if metric == SCORE and not (isinstance(step, int | float) and step > 0):  # NaN too: a table's gap
+        return None
+    return float(value)
+
+
 def metric_names(env_keys: Iterable[str], eval_samples: int | None) -> set[str]:
     """Every metric a trial reports on every step (a sweep may only optimise one of these)."""
     env_keys = sorted(env_keys)
     names = set(OVERALL_METRICS) | {f"reward/{e}/{m}" for e in env_keys for m in PER_ENV_METRICS}
     if eval_samples:
-        names |= {"eval/avg_pass_at_1", "eval/score", "eval/env_error_frac", "eval/global_step", "timing/eval_s"}
+        names |= {"eval/avg_pass_at_1", SCORE, "eval/env_error_frac", "eval/global_step", "timing/eval_s"}
         names |= {f"eval/{e}/pass_at_{k}" for e in env_keys for k in {1, eval_samples}}
     return names

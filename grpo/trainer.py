@@ -185,6 +185,11 @@ def checkpoint_root(cfg: TrainerConfig, ranks: Ranks) -> Path:
     if ranks.world > 1:
         raise ValueError(f"checkpoint.interval = {cfg.checkpoint.interval} with {ranks.world} workers needs checkpoint.dir or output_dir "
                          "(every worker writes its shards into one folder); `sweep train` makes one for you")
+    return temporary_checkpoints()
+
+
+def temporary_checkpoints() -> Path:
+    """A new temporary checkpoint folder (``sweep train`` makes one for all its ranks; a lone process, its own)."""
     return Path(tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX))
 
 

@@ -179,11 +179,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError("\n".join(f"{args.config} (--workers {args.workers}): key {c.key.removeprefix('trainer.')!r} {c.text}"
                                          for c in clashes))
     if cfg.checkpoint.interval and not cfg.checkpoint.dir and not cfg.output_dir:  # one folder, made here, for every rank
-        import tempfile
+        from grpo.trainer import temporary_checkpoints
 
-        from grpo.trainer import CHECKPOINT_PREFIX
-
-        folder = tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX)
+        folder = str(temporary_checkpoints())
         print(f"checkpoints go to {folder} (a temporary folder: set output_dir or checkpoint.dir to choose one)", flush=True)
         cfg = cfg.model_copy(update={"checkpoint": cfg.checkpoint.model_copy(update={"dir": folder})})
         args.set = [*args.set, f"checkpoint.dir={folder}"]

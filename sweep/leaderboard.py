@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from grpo.metrics import shown
 from sweep.store.results import trial_history, trial_id_of
 from sweep.store.storage import Storage
 from sweep.trials import attempts
@@ -49,14 +50,14 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
     name = str(result.metrics.get("trial_id") or (trial_id_of(result.path) if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
         return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"), attempts.restarts(tried))
-    series = frame[metric]
+    values = [v for v in (shown(r, metric) for r in frame.to_dict("records")) if v is not None and not math.isnan(v)]
     steps = int(frame["training_iteration"].max())
     status = fate(steps, total_steps, list(frame[VARIANCE]) if VARIANCE in frame else [], zero_signal, bool(result.error))
     return TrialRow(
         trial=name,
         config=config,
-        first_metric=_num(series.iloc[0]),
-        best_metric=_num(series.max() if mode == "max" else series.min()),
+        first_metric=values[0] if values else None,  # eval/score's placeholders before a trained eval are no values
+        best_metric=(max if mode == "max" else min)(values, default=None),
         last_variance_per_prompt=_num(frame[VARIANCE].iloc[-1]) if VARIANCE in frame else None,
         steps=steps,
         status=status,

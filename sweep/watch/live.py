@@ -12,6 +12,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from grpo.metrics import shown
 from sweep.trials.stoppers import VARIANCE, no_signal
 from sweep.watch.text import fmt
 
@@ -75,7 +76,7 @@ class LiveProgress(Callback):
         line.state = state
         if result:
             line.step = int(result.get("training_iteration", line.step))
-            line.metric = result.get(self.metric, line.metric)
+            line.metric = shown(result, self.metric) if self.metric in result else line.metric
             line.variance_per_prompt = result.get(VARIANCE, line.variance_per_prompt)
             if VARIANCE in result:
                 line.variances.append(float(result[VARIANCE]))

@@ -20,6 +20,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from configkit import environ
+from grpo.metrics import shown
 from sweep.spec.webhook import webhook_url
 from sweep.store.uris import bare_uri
 from sweep.trials.stoppers import VARIANCE, no_signal
@@ -107,7 +108,7 @@ class SweepNotifier(Callback):
             self.send(f"sweep {self.name} failed: every trial ({len(trials)}) errored; results: {self.results}")
             return
         best = self.best(trials)
-        head = f"best {best.trial_id} {self.metric}={fmt(best.last_result.get(self.metric), '.3g')}; " if best else ""
+        head = f"best {best.trial_id} {self.metric}={fmt(shown(best.last_result, self.metric), '.3g')}; " if best else ""
         self.send(f"sweep {self.name} ended: {len(trials)} trials, {len(failed)} failed; {head}results: {self.results}")
 
     def sweep_failed(self, error: BaseException) -> None:
@@ -123,14 +124,15 @@ class SweepNotifier(Callback):
         return f"stopped early at step {steps} (scheduler)"
 
     def summary(self, trial) -> str:
-        value = trial.last_result.get(self.metric)
+        value = shown(trial.last_result, self.metric)
         config = ", ".join(f"{k}={fmt(v, '.3g')}" for k, v in sorted((trial.config or {}).items()))
-        return (f" ({self.metric}={fmt(value, '.3g')}" if value is not None else " (") + (f"; {config})" if config else ")")
+        parts = ([f"{self.metric}={fmt(value, '.3g')}"] if value is not None else []) + ([config] if config else [])
+        return f" ({'; '.join(parts)})" if parts else ""
 
     def best(self, trials):
-        scored = [t for t in trials if isinstance(t.last_result.get(self.metric), int | float)]
+        scored = [t for t in trials if shown(t.last_result, self.metric) is not None]
         pick = max if self.mode == "max" else min
-        return pick(scored, key=lambda t: t.last_result[self.metric], default=None)
+        return pick(scored, key=lambda t: shown(t.last_result, self.metric), default=None)
 
 
 def notifiers(cfg) -> list[Callback]:

@@ -111,6 +111,19 @@ def test_eval_gain_is_a_window_mean_minus_the_base_by_hand():
     assert eval_gain([0.9, 0.1, 0.1], base=0.3, window=2) == pytest.approx(-0.2)  # an early lucky eval does not count
 
 
+def test_the_score_is_shown_only_once_a_trained_eval_exists():
+    from grpo.metrics import shown
+
+    base_only = {"eval/score": 0.0, "eval/global_step": 0.0, "eval/avg_pass_at_1": 0.312}
+    assert shown(base_only, "eval/score") is None  # Tune's placeholder, no gain
+    assert shown(base_only, "eval/avg_pass_at_1") == 0.312  # the base's own pass@1 is a result
+    assert shown({**base_only, "eval/score": 0.0, "eval/global_step": 4.0}, "eval/score") == 0.0  # a real gain of 0
+    assert shown({"eval/score": 0.125}, "eval/score") is None  # no eval step reported: nothing to score
+    assert shown({"reward/avg_pass_at_1": 1}, "reward/avg_pass_at_1") == 1.0
+    assert shown({"reward/avg_pass_at_1": True}, "reward/avg_pass_at_1") is None
+    assert shown({}, "reward/avg_pass_at_1") is None
+
+
 def test_a_trials_evals_carry_the_score_and_survive_a_checkpoint():
     from grpo.evaluation import Evals
 

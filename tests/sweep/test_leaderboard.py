@@ -122,3 +122,16 @@ def test_base_to_last_is_the_level_the_gain_was_measured_at():
     assert stored["last"] - stored["base"] == stored["gain"]
     no_evals = Judged("t2", score_trials(base, {"t2": []}, 2)["t2"], Verdict("error", "no evals"), TrialEvidence("t2", base=base), "b")
     assert row(no_evals, {})["last"] is None
+
+
+def test_the_scores_placeholders_are_no_first_or_best_value(tmp_path):
+    """eval/score is 0 on every report before the first trained eval: a trial that only lost has no best of 0."""
+    trial = tmp_path / "sweep" / "run_trial_fghij_00000_0_2026-11-24"
+    trial.mkdir(parents=True)
+    rows = [(1, 0, 0.0), (2, 2, -0.1), (3, 2, -0.1), (4, 4, -0.05)]  # step, eval/global_step, eval/score
+    (trial / "result.json").write_text("".join(
+        json.dumps({"trial_id": "fghij_00000", "training_iteration": s, "eval/global_step": g, "eval/score": v}) + "\n" for s, g, v in rows))
+    result = SimpleNamespace(path=str(trial), filesystem=LocalFileSystem(), metrics={}, config={}, error=None, metrics_dataframe=None)
+    row = leaderboard.trial_row(result, "eval/score", "max", 4, [])
+    assert (row.first_metric, row.best_metric, row.steps) == (-0.1, -0.05, 4)
+    assert leaderboard.trial_row(result, "eval/score", "min", 4, []).best_metric == -0.1

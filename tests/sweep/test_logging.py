@@ -73,6 +73,21 @@ def test_plain_lines_when_not_a_terminal():
     assert not any("\x1b[" in line for line in lines)  # no escape codes in a log file
 
 
+def test_the_score_reads_as_none_until_a_trained_eval():
+    out = io.StringIO()
+    live = LiveProgress("eval/score", total_steps=4, keys=["optim.lr"], console=Console(file=out, force_terminal=False, width=200))
+    live.setup()
+    a = _trial("aaaa1111", 1e-3)
+    live.on_trial_start(0, [a], a)
+    base = {"eval/score": 0.0, "eval/global_step": 0.0, "reward/variance_per_prompt": 0.1}
+    live.on_trial_result(0, [a], a, {**base, "training_iteration": 1})
+    live.on_trial_result(0, [a], a, {**base, "training_iteration": 2, "eval/score": 0.125, "eval/global_step": 2.0})
+    live.on_trial_result(0, [a], a, {**base, "training_iteration": 3, "eval/score": 0.125, "eval/global_step": 2.0})
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "trial aaaa1111 running step 1/4 score - variance_per_prompt 0.100"  # not "score 0.000"
+    assert lines[2:] == [f"trial aaaa1111 running step {step}/4 score 0.125 variance_per_prompt 0.100" for step in (2, 3)]
+
+
 def test_live_table_in_a_terminal():
     out = io.StringIO()
     live = _play(Console(file=out, force_terminal=True, width=200))

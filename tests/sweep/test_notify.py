@@ -79,6 +79,21 @@ def test_webhook_sees_the_sweep_in_order(tmp_path, monkeypatch):
     assert set(hook.paths) == {"/services/T000/B000/s3cr3t-webhook-token"}
 
 
+def test_a_trial_without_a_trained_eval_has_no_score_in_a_message():
+    from ray.tune.experiment import Trial
+
+    notifier = SweepNotifier("s", "/r", "eval/score", "max", total_steps=8)
+    early, late, bare = (Trial("run_trial", config=c, trial_id=i, stub=True) for i, c in
+                         (("early", {"optim.lr": 1e-3}), ("late", {"optim.lr": 3e-4}), ("bare", {})))
+    early.update_last_result({"eval/score": 0.0, "eval/global_step": 0.0, "training_iteration": 2})  # only the base's eval
+    late.update_last_result({"eval/score": -0.05, "eval/global_step": 4.0, "training_iteration": 5})
+    bare.update_last_result({"training_iteration": 1})
+    assert notifier.summary(early) == " (optim.lr=1.00e-03)"
+    assert notifier.summary(late) == " (eval/score=-0.05; optim.lr=3.00e-04)"
+    assert notifier.summary(bare) == ""
+    assert notifier.best([early, late, bare]) is late  # a placeholder 0 does not beat a real -0.05
+
+
 def test_a_failing_webhook_is_a_warning_without_the_url(caplog):
     caplog.set_level(logging.WARNING, logger="sweep.watch.notify")
     with Webhook(status=500) as hook:
