@@ -306,7 +306,7 @@ def _type_words(kind: str, value: Any) -> str | None:
     if kind in ("int_type", "int_from_float"):
         return f"must be a whole number, not {_yaml_type(value)}"
     if kind == "float_type":
-        return f"must be a number, not {_yaml_type(value)}" + (" (write it without quotes)" if isinstance(value, str) else "")
+        return f"must be a number, not {_yaml_type(value)}" + (" (write it without quotes)" if _plain_number(value) else "")
     if kind == "bool_type":
         return f"must be true or false, not {_yaml_type(value)}"
     if kind == "string_type":
@@ -314,6 +314,17 @@ def _type_words(kind: str, value: Any) -> str | None:
     if kind == "list_type":
         return f"must be a list, not {_yaml_type(value)}"
     return None
+
+
+def _plain_number(value: Any) -> bool:
+    """Whether text, written without quotes, would be read as a number (``'0.1'``, ``'1e-3'``; not ``'abc'`` nor ``'010'``)."""
+    if not isinstance(value, str):
+        return False
+    loader = _Loader("")
+    try:
+        return loader.resolve(yaml.ScalarNode, value, (True, False)) in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    finally:
+        loader.dispose()
 
 
 def validate(model: type[BaseModel], data: dict[str, Any], source: str, prefix: str = "") -> Any:

@@ -86,6 +86,11 @@ def test_strict_types_are_named_in_the_authors_words():
         with pytest.raises(ValidationError) as caught:
             Outer.model_validate({"inner": {key.split(".")[1]: value}})
         assert describe_errors(caught.value, Outer, "f.yaml") == f"f.yaml: {said}"
+    for text, hint in (("1e-3", " (write it without quotes)"), ("0.5", " (write it without quotes)"), ("abc", ""), ("010", ""),
+                       ("1e-3 ", "")):  # only text that reads as a number without its quotes is told to drop them
+        with pytest.raises(ValidationError) as caught:
+            Outer.model_validate({"inner": {"lr": text}})
+        assert describe_errors(caught.value, Outer, "f.yaml") == f"f.yaml: key 'inner.lr' = {text!r}: must be a number, not text{hint}"
     with pytest.raises(ValidationError) as caught:
         Outer.model_validate({"inner": [1]})
     assert describe_errors(caught.value, Outer, "f.yaml") == "f.yaml: key 'inner' = [1]: must be a mapping of keys (a section), not a list"
