@@ -100,7 +100,8 @@ def parse_yaml(text: str, source: str, under: str = "") -> Any:
     """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
     (PyYAML keeps the last one, silently) and a number YAML 1.1 reads otherwise than it looks (``010``, ``1:30``):
     ConfigError naming each dotted key and line (a secret's value not shown; ``under``: the dotted key the whole
-    document is the value of, a ``--set``'s). Text that is no YAML at all: UnreadableYaml."""
+    document is the value of, a ``--set``'s: placed by its columns in ``KEY=VALUE``, without "line 1"). Text that is
+    no YAML at all: UnreadableYaml."""
     try:
         loader = _Loader(text)  # refuses control characters already
         loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
@@ -116,6 +117,8 @@ def parse_yaml(text: str, source: str, under: str = "") -> Any:
         for mark in (getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)):
             if mark is not None:
                 mark.buffer = None  # YAML would quote the file's line, cut anywhere (a secret's key cut off): place only
+                if under and mark.line == 0:  # a --set's column counts in 'KEY=VALUE', as its source shows it
+                    mark.column += len(under) + 1
         raise UnreadableYaml(f"{source}: not valid YAML: {redact_text(str(exc))}") from None
     except RecursionError:
         raise UnreadableYaml(f"{source}: nested too deeply to read as YAML") from None
@@ -148,12 +151,15 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
 
 
 def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
-    """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks."""
+    """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks (where: by line,
+    but in a --set's one line, which needs none)."""
+    one_line = bool(under) and root is not None and root.end_mark.line == root.start_mark.line
     for path, node in _nodes(root, under):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
             shown = shown_value(path, node.value)
             why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
-            yield f"{f'key {shown_key(path)!r} = {shown} (line {node.start_mark.line + 1})' if path else node.value}: {why}"  # no path: a document that is one number
+            line = "" if one_line else f" (line {node.start_mark.line + 1})"
+            yield f"{f'key {shown_key(path)!r} = {shown}{line}' if path else node.value}: {why}"  # no path: a document that is one number
         if not isinstance(node, yaml.MappingNode):
             continue
         marks: dict[tuple[str, str], yaml.Mark] = {}
@@ -162,8 +168,9 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
                 continue
             first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
             if first is not second:
+                offset = len(under) + 1 if one_line else 0  # a --set's columns count in 'KEY=VALUE'
                 where = (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
-                         else f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}")
+                         else f"{'' if one_line else f'line {first.line + 1}, '}columns {first.column + 1 + offset} and {second.column + 1 + offset}")
                 yield f"key '{shown_key(_key_path(path, key_node.value))}' appears twice ({where}); the second would silently win: keep one"
 
 

@@ -163,6 +163,22 @@ def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_l
         "a": [0, 10, 1000, 0.05, "010", "1:30", "09", "0:30", "09:30", 31]}
 
 
+def test_a_set_values_problems_are_placed_in_what_was_typed():
+    """A --set is one line: no "line 1"; its columns count in 'KEY=VALUE' as typed (the value starts after 'x.y=')."""
+    from configkit.base import ConfigError, UnreadableYaml, parse_yaml
+
+    def said(text: str, error: type[Exception] = ConfigError) -> str:
+        with pytest.raises(error) as caught:
+            parse_yaml(text, "--set", under="x.y")
+        return str(caught.value)
+
+    assert said("{a: 010}") == ("--set: key 'x.y.a' = 010: a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, "
+                                "or quote it if it is text")
+    assert said("{a: 1, a: 2}") == "--set: key 'x.y.a' appears twice (columns 6 and 12); the second would silently win: keep one"
+    assert said("{a: 1,\n b: 010}").startswith("--set: key 'x.y.b' = 010 (line 2)")  # a value typed over lines keeps its lines
+    assert "column 5" in said("[1, 2", UnreadableYaml) and "column 10" in said("[1, 2", UnreadableYaml)  # '[', and past the end of 'x.y=[1, 2'
+
+
 def test_a_tagged_unions_member_is_not_a_key_in_the_file():
     """Pydantic names the member in its locations (``env.backend.fleet.colour``): the error names the file's key
     and the chosen member's keys as the allowed ones."""
