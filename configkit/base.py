@@ -17,7 +17,7 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from configkit.redact import redact_text, shown_key, shown_repr, shown_value
+from configkit.redact import as_written, redact_text, shown_key, shown_repr, shown_value
 from configkit.suggest import did_you_mean
 
 
@@ -248,13 +248,13 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
     lines = []
     for err in exc.errors():
         loc, owner = user_loc(model, tuple(err["loc"]))
-        key = prefix + ".".join(str(p) for p in loc)
+        key = prefix + _dotted(loc)
         value = err.get("input")
         if err["type"] == "extra_forbidden":
             allowed = sorted(owner.model_fields) if owner else []
             lines.append(f"{source}: unknown key '{key}' ({did_you_mean(str(loc[-1]), allowed)}allowed here: {', '.join(allowed)})")
         elif err["type"] == "invalid_key" or loc[-1:] == ("[key]",):  # a key YAML read as a number, true/false or a date
-            where = prefix + ".".join(str(p) for p in _key_section(loc))
+            where = prefix + _dotted(_key_section(loc))
             lines.append(f"{source}: key {shown_repr('', value)} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name"
                          f"{_quote_hint(value, 'string_type')}")
         elif err["type"] == "missing":
@@ -268,6 +268,21 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
             said = _type_words(err["type"], value) or err["msg"].removeprefix("Value error, ")  # a validator's own words
             lines.append(f"{source}: key '{key}' = {shown_repr(key, value)}: {said}{hint}")
     return "\n".join(lines)
+
+
+PYDANTIC_DATE_KEY = re.compile(r"datetime\.(date|datetime)\((\d+(?:, \d+){2,6})\)")  # how pydantic names a date key in a location
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    """A location as a dotted key, a date key as written (``2026-01-05``), not as pydantic names it
+    (``datetime.date(2026, 1, 5)``); a time with a zone keeps pydantic's name."""
+    def part(p: str | int) -> str:
+        found = PYDANTIC_DATE_KEY.fullmatch(p) if isinstance(p, str) else None
+        if not found:
+            return str(p)
+        kind = datetime.date if found[1] == "date" else datetime.datetime
+        return str(as_written(kind(*(int(n) for n in found[2].split(", ")))))
+    return ".".join(part(p) for p in loc)
 
 
 def _key_section(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:

@@ -72,19 +72,19 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
         return Elided("{…}" if isinstance(value, dict) else "[…]")
     more = Elided(f"… {len(value) - SHOWN_ITEMS} more") if isinstance(value, (dict, list)) and len(value) > SHOWN_ITEMS else None
     if isinstance(value, dict):  # a key inside a section is named by its whole path (aws_access: {key: ...} is a secret's)
-        shown = {_as_written(k): shown_value(f"{key}.{k}" if key else str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
+        shown = {as_written(k): shown_value(f"{key}.{k}" if key else str(k), v, depth + 1) for k, v in list(value.items())[:SHOWN_ITEMS]}
         return {**shown, Elided("…"): Elided(f"{len(value) - SHOWN_ITEMS} more")} if more else shown
     if isinstance(value, list):
         return [shown_value(key, v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
     if isinstance(value, datetime.date):
-        return _as_written(value)
+        return as_written(value)
     if isinstance(value, str):
         text = redact_uri(value)
         return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}… ({len(text)} characters)"
     return value
 
 
-def _as_written(value: Any) -> Any:
+def as_written(value: Any) -> Any:
     """A date as YAML writes it (``2026-01-05``, ``2026-01-05 10:30:00``), not ``datetime.date(2026, 1, 5)``; else
     ``value``. (Read back from the date: a time written with another offset or fewer digits is shown in this form.)"""
     if isinstance(value, datetime.datetime):

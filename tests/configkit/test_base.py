@@ -126,6 +126,8 @@ def test_yaml_11_readings_where_text_was_meant_are_explained():
     assert said("3: 1") == f"f.yaml: key 3 under '(top level)' is a whole number, not a name; {reads}"
     assert said("inner: {envs: {on: 1}}") == f"f.yaml: key True under 'inner.envs' is true/false, not a name; {quote}"  # a mapping field's
     assert said("inner: {envs: {hotel: 1, 2026-01-05: 2}}") == f"f.yaml: key 2026-01-05 under 'inner.envs' is a date, not a name; {reads}"
+    assert said("inner: {envs: {2026-01-05 10:30:00: x}}").splitlines()[1] == (  # the value's error under the key as written
+        "f.yaml: key 'inner.envs.2026-01-05 10:30:00' = 'x': must be a whole number, not text")
     assert said("inner: {lr: on}") == "f.yaml: key 'inner.lr' = True: must be a number, not true/false"
     assert validate(Outer, parse_yaml("inner: {name: 'no'}", "f.yaml"), "f.yaml").inner.name == "no"
     # ``name: 1.10`` reaches the model as 1.1 and ``name: 2026-01-05`` as a date: quoted, the text is kept as written
