@@ -88,7 +88,7 @@ def ambiguous_number(value: str) -> str:
 
 
 def _refuse_ambiguous(loader: _Loader, node: yaml.ScalarNode) -> Any:
-    """Where ``_problems`` does not look (a key, a value under a complex key): refused at its line, the value unshown
+    """Where ``_problems`` does not look (under a complex key, ``? [1]: ...``): refused at its line, the value unshown
     (no key says whether it is a secret's)."""
     raise yaml.constructor.ConstructorError(None, None, f"{AMBIGUOUS_HINT}, or write the number plainly", node.start_mark)
 
@@ -150,15 +150,20 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
                 yield from _nodes(value_node, _key_path(path, key_node.value), seen)
 
 
+def _ambiguous(path: str, node: yaml.ScalarNode, one_line: bool) -> tuple[Any, str, str]:
+    """An ambiguous number's text as shown under ``path`` (a secret's hidden), where it is, and why it is refused."""
+    shown = shown_value(path, node.value)
+    why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's: no reading shown
+    return shown, "" if one_line else f" (line {node.start_mark.line + 1})", why
+
+
 def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
     """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks (where: by line,
     but in a --set's one line, which needs none)."""
     one_line = bool(under) and root is not None and root.end_mark.line == root.start_mark.line
     for path, node in _nodes(root, under):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
-            shown = shown_value(path, node.value)
-            why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's
-            line = "" if one_line else f" (line {node.start_mark.line + 1})"
+            shown, line, why = _ambiguous(path, node, one_line)
             yield f"{f'key {shown_key(path)!r} = {shown}{line}' if path else node.value}: {why}"  # no path: a document that is one number
         if not isinstance(node, yaml.MappingNode):
             continue
@@ -166,6 +171,9 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
                 continue
+            if key_node.tag == AMBIGUOUS_NUMBER:  # a key's text is its mapping's value's: a secret's hidden
+                shown, line, why = _ambiguous(path, key_node, one_line)
+                yield f"key {shown} under '{shown_key(path) or '(top level)'}'{line}: {why}"
             first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
             if first is not second:
                 offset = len(under) + 1 if one_line else 0  # a --set's columns count in 'KEY=VALUE'

@@ -141,9 +141,10 @@ def test_yaml_11_readings_where_text_was_meant_are_explained():
 
 def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_line():
     """``010`` is octal 8 to YAML 1.1, ``1:30`` base-60 90: each refused with both readings, in a list and under a
-    merge key too, all at once; a secret's value is not shown, nor a key's (refused where YAML builds it); what
+    merge key too, and as a key, all at once; a secret's value is not shown, nor a key inside it, nor a value under a
+    complex key (refused where YAML builds it); what
     YAML 1.1 reads as the text it looks like (``09``, ``0:30``, ``09:30``) and plain numbers read as before."""
-    from configkit.base import ConfigError, parse_yaml
+    from configkit.base import ConfigError, UnreadableYaml, parse_yaml
 
     def said(text: str) -> str:
         with pytest.raises(ConfigError) as caught:
@@ -161,6 +162,14 @@ def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_l
     assert said("x: {<<: {api_key: 0123}}") == "f.yaml: key 'x.api_key' = *** (line 1): a number YAML 1.1 reads otherwise than it looks (a leading zero: octal; a colon: base 60): quote it if it is text"
     assert "0123" not in said("x: {? [1]: {api_key: 0123}}") and "line 1" in said("010: x")  # keys: at their line, unshown
     assert said("010") == "f.yaml: 010: a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, or quote it if it is text"
+    assert said("a:\n  b: {1:30: x}") == ("f.yaml: key 1:30 under 'a.b' (line 2): YAML 1.1 reads it in base 60 (90): quote it if it "
+                                         "is text, or write the number you mean")  # a key, named with its mapping
+    assert said("wandb: {api_key: {0123: x}}") == ("f.yaml: key *** under 'wandb.api_key' (line 1): a number YAML 1.1 reads otherwise "
+                                                  "than it looks (a leading zero: octal; a colon: base 60): quote it if it is text")
+    with pytest.raises(ConfigError) as caught:  # not "not valid YAML": a --set of a secret's section can say which key
+        parse_yaml("{api_key: abc, 010: x}", "--set logging.wandb", under="logging.wandb")
+    assert str(caught.value) == ("--set logging.wandb: key 010 under 'logging.wandb': a leading zero, which YAML 1.1 reads as octal (8): "
+                                 "write 10 for the number, or quote it if it is text") and not isinstance(caught.value, UnreadableYaml)
     assert parse_yaml("a: [0, 10, 1_000, 0.05, '010', '1:30', 09, 0:30, 09:30, 0x1F]", "f.yaml") == {
         "a": [0, 10, 1000, 0.05, "010", "1:30", "09", "0:30", "09:30", 31]}
 
