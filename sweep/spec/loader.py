@@ -33,7 +33,7 @@ from configkit.base import (
     read_yaml,
     validate,
 )
-from configkit.redact import HIDDEN, looks_secret, mentions_secret, redact_uri, shown_repr, shown_value
+from configkit.redact import HIDDEN, looks_secret, mentions_secret, shown_repr, shown_value
 from configkit.suggest import did_you_mean
 from grpo.config import TrainerConfig
 from sweep.spec.checks import meaning_problems, trainer_problems
@@ -64,7 +64,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
             except UnreadableYaml:
                 raise ConfigError(f"--set {key}={HIDDEN}: not valid YAML (its text is not shown: it names a secret)") from None
         else:
-            overrides[key] = parse_yaml(value, f"--set {key + '=' + redact_uri(value)!r}", under=key)
+            overrides[key] = parse_yaml(value, f"--set {key + '=' + _typed(key, value)!r}", under=key)
     return overrides
 
 
@@ -74,8 +74,8 @@ def _names_secret(key: str, text: str) -> bool:
 
 
 def _typed(key: str, text: str) -> str:
-    """A --set value as typed, as a message may show it (a secret's text hidden)."""
-    return HIDDEN if _names_secret(key, text) else redact_uri(text)
+    """A --set value as typed, as a message may show it (a secret's text hidden, a URI's secrets too, 300 characters)."""
+    return HIDDEN if _names_secret(key, text) else shown_value("", text)
 
 
 def describe_sets(sets: Mapping[str, Any]) -> str:

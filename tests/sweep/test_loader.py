@@ -60,6 +60,10 @@ def test_sets_go_to_the_trainer_or_the_sweep_by_their_first_key(tmp_path):
         load_space(DEMO, parse_sets(["trainer={seed: 1}"]))
     with pytest.raises(ConfigError, match="dotted.key=value"):
         parse_sets(["optim.lr"])
+    pasted = "[" + ",".join(["1"] * 2000)  # a value pasted whole, its bracket unclosed: the message quotes 300 characters of it
+    with pytest.raises(ConfigError, match=r"\(4000 characters\)") as caught:
+        parse_sets([f"seed={pasted}"])
+    assert len(str(caught.value)) < 1200
 
 
 def test_a_set_of_a_swept_key_is_refused_for_a_sweep_but_pins_one_trial():
