@@ -100,14 +100,14 @@ def parse_yaml(text: str, source: str, under: str = "") -> Any:
     """``yaml.safe_load`` that names ``source`` in its errors and refuses a key given twice in one mapping
     (PyYAML keeps the last one, silently) and a number YAML 1.1 reads otherwise than it looks (``010``, ``1:30``):
     ConfigError naming each dotted key and line (a secret's value not shown; ``under``: the dotted key the whole
-    document is the value of, a ``--set``'s: placed by its columns in ``KEY=VALUE``, without "line 1"). Text that is
-    no YAML at all: UnreadableYaml."""
+    document is the value of, a ``--set``'s: placed in that value, as typed, without "line 1"). Text that is no YAML
+    at all: UnreadableYaml."""
     try:
         loader = _Loader(text)  # refuses control characters already
-        loader.name = source  # YAML's own messages say where: in "space.yaml", line 3, column 5
+        loader.name = f"the value of {under}" if under else source  # YAML's own messages say where: in "space.yaml", line 3, column 5
         try:
             node = loader.get_single_node()
-            problems = [f"{source}: {problem}" for problem in _problems(node, under)]
+            problems = [f"{source}: {problem}" for problem in _problems(node, under, bool(under) and "\n" not in text)]
             if problems:
                 raise ConfigError("\n".join(problems))
             return loader.construct_document(node) if node is not None else None
@@ -117,8 +117,6 @@ def parse_yaml(text: str, source: str, under: str = "") -> Any:
         for mark in (getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)):
             if mark is not None:
                 mark.buffer = None  # YAML would quote the file's line, cut anywhere (a secret's key cut off): place only
-                if under and mark.line == 0:  # a --set's column counts in 'KEY=VALUE', as its source shows it
-                    mark.column += len(under) + 1
         raise UnreadableYaml(f"{source}: not valid YAML: {redact_text(str(exc))}") from None
     except RecursionError:
         raise UnreadableYaml(f"{source}: nested too deeply to read as YAML") from None
@@ -150,21 +148,31 @@ def _nodes(node: yaml.Node | None, path: str = "", seen: set[int] | None = None)
                 yield from _nodes(value_node, _key_path(path, key_node.value), seen)
 
 
-def _ambiguous(path: str, node: yaml.ScalarNode, one_line: bool) -> tuple[Any, str, str]:
-    """An ambiguous number's text as shown under ``path`` (a secret's hidden), where it is, and why it is refused."""
+def _where(marks: list[yaml.Mark], under: str, one_line: bool, in_secret: bool) -> str:
+    """`` (line 3, columns 5 and 11)``: where in the text, by line (none in a --set's one-line value: `` (columns 2
+    and 9 of the value)``), by column where marks share a line, unless inside a secret's value (they would measure it)."""
+    if len({m.line for m in marks}) > 1:
+        place = "lines " + " and ".join(str(m.line + 1) for m in marks)
+    else:
+        columns = "columns " + " and ".join(str(m.column + 1) for m in marks) if len(marks) > 1 and not in_secret else ""
+        place = ", ".join(p for p in ("" if one_line else f"line {marks[0].line + 1}", columns) if p)
+    return f" ({place}{' of the value' if under else ''})" if place else ""
+
+
+def _ambiguous(path: str, node: yaml.ScalarNode) -> tuple[Any, str]:
+    """An ambiguous number's text as shown under ``path`` (a secret's hidden), and why it is refused."""
     shown = shown_value(path, node.value)
-    why = AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's: no reading shown
-    return shown, "" if one_line else f" (line {node.start_mark.line + 1})", why
+    return shown, AMBIGUOUS_HINT if shown != node.value else ambiguous_number(node.value)  # a secret's: no reading shown
 
 
-def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
-    """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks (where: by line,
-    but in a --set's one line, which needs none)."""
-    one_line = bool(under) and root is not None and root.end_mark.line == root.start_mark.line
+def _problems(root: yaml.Node | None, under: str = "", one_line: bool = False) -> Iterator[str]:
+    """Each key given twice in one mapping, and each number YAML 1.1 reads otherwise than it looks, each with where
+    (``one_line``: a --set's value typed on one line, where a line number says nothing)."""
     for path, node in _nodes(root, under):
         if isinstance(node, yaml.ScalarNode) and node.tag == AMBIGUOUS_NUMBER:
-            shown, line, why = _ambiguous(path, node, one_line)
-            yield f"{f'key {shown_key(path)!r} = {shown}{line}' if path else node.value}: {why}"  # no path: a document that is one number
+            shown, why = _ambiguous(path, node)
+            where = _where([node.start_mark], under, one_line, False)
+            yield f"{f'key {shown_key(path)!r} = {shown}{where}' if path else node.value}: {why}"  # no path: a document that is one number
         if not isinstance(node, yaml.MappingNode):
             continue
         marks: dict[tuple[str, str], yaml.Mark] = {}
@@ -172,14 +180,13 @@ def _problems(root: yaml.Node | None, under: str = "") -> Iterator[str]:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
                 continue
             if key_node.tag == AMBIGUOUS_NUMBER:  # a key's text is its mapping's value's: a secret's hidden
-                shown, line, why = _ambiguous(path, key_node, one_line)
-                yield f"key {shown} under '{shown_key(path) or '(top level)'}'{line}: {why}"
+                shown, why = _ambiguous(path, key_node)
+                yield f"key {shown} under '{shown_key(path) or '(top level)'}'{_where([key_node.start_mark], under, one_line, False)}: {why}"
             first, second = marks.setdefault((key_node.tag, key_node.value), key_node.start_mark), key_node.start_mark
             if first is not second:
-                offset = len(under) + 1 if one_line else 0  # a --set's columns count in 'KEY=VALUE'
-                where = (f"lines {first.line + 1} and {second.line + 1}" if first.line != second.line
-                         else f"{'' if one_line else f'line {first.line + 1}, '}columns {first.column + 1 + offset} and {second.column + 1 + offset}")
-                yield f"key '{shown_key(_key_path(path, key_node.value))}' appears twice ({where}); the second would silently win: keep one"
+                key = _key_path(path, key_node.value)
+                where = _where([first, second], under, one_line, shown_key(key) != key)
+                yield f"key '{shown_key(key)}' appears twice{where}; the second would silently win: keep one"
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -253,16 +260,18 @@ BOOL_WORDS = "YAML reads an unquoted yes, no, on or off as true/false: quote the
 
 def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, prefix: str = "") -> str:
     """One line per error: ``source: key 'a.b' = value: what is wrong (allowed: ...)``."""
-    lines = []
-    for err in exc.errors():
+    lines, errors = [], exc.errors()
+    written = {repr(e["input"]): str(as_written(e["input"])) for e in errors  # a date key's own error holds the date
+               if _names_a_key(e) and isinstance(e.get("input"), datetime.date)}
+    for err in errors:
         loc, owner = user_loc(model, tuple(err["loc"]))
-        key = prefix + _dotted(loc)
+        key = prefix + _dotted(loc, written)
         value = err.get("input")
         if err["type"] == "extra_forbidden":
             allowed = sorted(owner.model_fields) if owner else []
             lines.append(f"{source}: unknown key '{key}' ({did_you_mean(str(loc[-1]), allowed)}allowed here: {', '.join(allowed)})")
-        elif err["type"] == "invalid_key" or loc[-1:] == ("[key]",):  # a key YAML read as a number, true/false or a date
-            where = prefix + _dotted(_key_section(loc))
+        elif _names_a_key(err):  # a key YAML read as a number, true/false or a date
+            where = prefix + _dotted(_key_section(loc), written)
             lines.append(f"{source}: key {shown_repr('', value)} under '{where or '(top level)'}' is {_yaml_type(value)}, not a name"
                          f"{_quote_hint(value, 'string_type')}")
         elif err["type"] == "missing":
@@ -278,19 +287,15 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
     return "\n".join(lines)
 
 
-PYDANTIC_DATE_KEY = re.compile(r"datetime\.(date|datetime)\((\d+(?:, \d+){2,6})\)")  # how pydantic names a date key in a location
+def _names_a_key(err: Any) -> bool:
+    """An error about a key itself (one YAML read as a number, true/false or a date), not about its value."""
+    return err["type"] == "invalid_key" or tuple(err["loc"])[-1:] == ("[key]",)
 
 
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    """A location as a dotted key, a date key as written (``2026-01-05``), not as pydantic names it
-    (``datetime.date(2026, 1, 5)``); a time with a zone keeps pydantic's name."""
-    def part(p: str | int) -> str:
-        found = PYDANTIC_DATE_KEY.fullmatch(p) if isinstance(p, str) else None
-        if not found:
-            return str(p)
-        kind = datetime.date if found[1] == "date" else datetime.datetime
-        return str(as_written(kind(*(int(n) for n in found[2].split(", ")))))
-    return ".".join(part(p) for p in loc)
+def _dotted(loc: tuple[str | int, ...], written: dict[str, str]) -> str:
+    """A location as a dotted key, a date key as written (``2026-01-05``): pydantic names it by its repr
+    (``datetime.date(2026, 1, 5)``), which ``written`` maps back from the key's own error."""
+    return ".".join(written.get(p, str(p)) if isinstance(p, str) else str(p) for p in loc)
 
 
 def _key_section(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from math import comb
+from math import comb, isnan
+from numbers import Real
 from statistics import fmean, pvariance
 
 from toolenvs.outcomes import passed
@@ -179,12 +180,11 @@ SCORE = "eval/score"
 def shown(result: Mapping[str, object], metric: str) -> float | None:
     """A reported metric as people should read it: ``eval/score`` is None (not 0) while the newest eval is
     still the base policy's (``eval/global_step`` 0): Tune needs a number on every report, but a gain of 0
-    before any trained eval is no result. Anything else as reported (None when absent or not a number)."""
-    value = result.get(metric)
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    before any trained eval is no result. Anything else as reported (None when absent, NaN or not a number)."""
+    value, step = result.get(metric), result.get("eval/global_step")
+    if not isinstance(value, Real) or isinstance(value, bool) or isnan(value):
         return None
-    step = result.get("eval/global_step")
-    if metric == SCORE and not (isinstance(step, int | float) and step > 0):  # NaN too: a table's gap
+    if metric == SCORE and not (isinstance(step, Real) and step > 0):  # NaN too: a table's gap
         return None
     return float(value)
 

@@ -22,6 +22,7 @@ from ray.tune.search import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
+from grpo.metrics import shown
 from sweep.spec.config import SweepConfig
 from sweep.spec.space import OptunaSpace, finite_points, grid_search_points, inactive_values, tune_param_space
 from sweep.store.storage import open_storage
@@ -112,7 +113,9 @@ class HonestOptunaSearch(OptunaSearch):
             super().on_trial_complete(trial_id, result, error)
             return
         ot_trial = self._ot_trials[trial_id]
-        ot_trial.report(result[self.metric], step=steps)
+        value = shown(result, self.metric)
+        if value is not None:  # stopped before its first trained eval: eval/score's placeholder 0 is no value to learn from
+            ot_trial.report(value, step=steps)
         self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
         self._completed_trials.add(trial_id)
 

@@ -18,9 +18,23 @@ from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 
 from configkit import environ
+from grpo.metrics import SCORE, shown
 from sweep.spec.config import SweepConfig
 
 SECRET = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+
+
+def charted(result: dict) -> dict:
+    """A result as charts take it: without eval/score while it is Tune's placeholder 0 (no trained eval yet), so a
+    curve starts at the first gain and a trial stopped before one ends with none, not with 0."""
+    return result if SCORE not in result or shown(result, SCORE) is not None else {k: v for k, v in result.items() if k != SCORE}
+
+
+class SweepTensorBoard(TBXLoggerCallback):
+    """Tune's TensorBoard logger, charting ``charted`` results."""
+
+    def log_trial_result(self, iteration: int, trial, result: dict) -> None:
+        super().log_trial_result(iteration, trial, charted(result))
 
 
 class FlushingWandbActor(_WandbLoggingActor):
@@ -51,6 +65,9 @@ class SweepWandb(WandbLoggerCallback):
 
     def _offline(self) -> bool:
         return self.kwargs.get("mode") in ("offline", "disabled")
+
+    def log_trial_result(self, iteration: int, trial, result: dict) -> None:
+        super().log_trial_result(iteration, trial, charted(result))
 
     def _start_logging_actor(self, trial, exclude_results: list[str], **wandb_init_kwargs: Any) -> None:
         """Offline runs need no key: keep it out of the actor's runtime_env (which Ray records) altogether."""
@@ -108,7 +125,7 @@ def logging_callbacks(cfg: SweepConfig) -> list[Callback]:
     """The callbacks the ``logging`` block asks for (Tune adds its CSV and JSON loggers itself)."""
     from sweep.watch.live import LiveProgress
 
-    callbacks: list[Callback] = [TBXLoggerCallback() if cfg.logging.tensorboard else NoTensorBoard()]
+    callbacks: list[Callback] = [SweepTensorBoard() if cfg.logging.tensorboard else NoTensorBoard()]
     if cfg.logging.wandb.enabled:
         callbacks.append(wandb_callback(cfg))
     if cfg.logging.progress:

@@ -128,6 +128,10 @@ def test_yaml_11_readings_where_text_was_meant_are_explained():
     assert said("inner: {envs: {hotel: 1, 2026-01-05: 2}}") == f"f.yaml: key 2026-01-05 under 'inner.envs' is a date, not a name; {reads}"
     assert said("inner: {envs: {2026-01-05 10:30:00: x}}").splitlines()[1] == (  # the value's error under the key as written
         "f.yaml: key 'inner.envs.2026-01-05 10:30:00' = 'x': must be a whole number, not text")
+    assert said("inner: {envs: {'datetime.date(2026, 13, 1)': x}}") == (  # a quoted key that looks like pydantic's name is text
+        "f.yaml: key 'inner.envs.datetime.date(2026, 13, 1)' = 'x': must be a whole number, not text")
+    assert said("inner: {envs: {2026-01-05 10:30:00+02:00: x}}").splitlines()[1].startswith(
+        "f.yaml: key 'inner.envs.2026-01-05 10:30:00+02:00' = 'x'")  # a zone too
     assert said("inner: {lr: on}") == "f.yaml: key 'inner.lr' = True: must be a number, not true/false"
     assert validate(Outer, parse_yaml("inner: {name: 'no'}", "f.yaml"), "f.yaml").inner.name == "no"
     # ``name: 1.10`` reaches the model as 1.1 and ``name: 2026-01-05`` as a date: quoted, the text is kept as written
@@ -174,8 +178,10 @@ def test_numbers_yaml_11_reads_otherwise_than_they_look_are_refused_by_key_and_l
         "a": [0, 10, 1000, 0.05, "010", "1:30", "09", "0:30", "09:30", 31]}
 
 
-def test_a_set_values_problems_are_placed_in_what_was_typed():
-    """A --set is one line: no "line 1"; its columns count in 'KEY=VALUE' as typed (the value starts after 'x.y=')."""
+def test_a_set_values_problems_are_placed_in_its_value():
+    """A --set's value is placed in itself, as typed (the key and '=' before it, a shown text cut or redacted, change
+    nothing): "the value of KEY" in YAML's own errors, "of the value" in ours, no "line 1" for a one-line value;
+    inside a secret's value no columns (they would measure it)."""
     from configkit.base import ConfigError, UnreadableYaml, parse_yaml
 
     def said(text: str, error: type[Exception] = ConfigError) -> str:
@@ -185,9 +191,13 @@ def test_a_set_values_problems_are_placed_in_what_was_typed():
 
     assert said("{a: 010}") == ("--set: key 'x.y.a' = 010: a leading zero, which YAML 1.1 reads as octal (8): write 10 for the number, "
                                 "or quote it if it is text")
-    assert said("{a: 1, a: 2}") == "--set: key 'x.y.a' appears twice (columns 6 and 12); the second would silently win: keep one"
-    assert said("{a: 1,\n b: 010}").startswith("--set: key 'x.y.b' = 010 (line 2)")  # a value typed over lines keeps its lines
-    assert "column 5" in said("[1, 2", UnreadableYaml) and "column 10" in said("[1, 2", UnreadableYaml)  # '[', and past the end of 'x.y=[1, 2'
+    assert said("{a: 1, a: 2}") == "--set: key 'x.y.a' appears twice (columns 2 and 8 of the value); the second would silently win: keep one"
+    assert said("{a: 1,\n b: 010}").startswith("--set: key 'x.y.b' = 010 (line 2 of the value)")  # typed over lines: lines kept
+    assert said("{a: 1, a: 2,\n b: 3}").startswith("--set: key 'x.y.a' appears twice (line 1, columns 2 and 8 of the value)")
+    assert said("\n{a: 1, a: 2}").startswith("--set: key 'x.y.a' appears twice (line 2, columns 2 and 8 of the value)")
+    assert said("{api_key: {a: 1, a: 2}}").startswith("--set: key 'x.y.api_key.…' appears twice; the second")
+    assert said("[1,", UnreadableYaml).endswith('in "the value of x.y", line 1, column 4')  # one mark, placed once
+    assert 'in "the value of x.y", line 1, column 1' in said("[1, 2", UnreadableYaml)
 
 
 def test_a_tagged_unions_member_is_not_a_key_in_the_file():

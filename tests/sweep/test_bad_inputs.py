@@ -220,8 +220,8 @@ COMMAND_LINE = {
     "set without =": (["validate", SPACE, "--set", "optim.lr"], ["--set 'optim.lr': write it as dotted.key=value"]),
     "set without key": (["run", SPACE, "--set", "=3"], ["write it as dotted.key=value"]),
     "set of no key": (["validate", SPACE, "--set", "nothing.here=1"], ["--set nothing.here: unknown key 'nothing' (trainer keys:"]),
-    "set of broken YAML": (["run", SPACE, "--set", "optim.lr=[1,"], ["--set 'optim.lr=[1,': not valid YAML"]),
-    "set with a repeated key": (["validate", SPACE, "--set", "trainer={seed: 1, seed: 2}"], ["--set 'trainer={seed: 1, seed: 2}': key 'trainer.seed' appears twice (columns 10 and 19)"]),  # in what was typed
+    "set of broken YAML": (["run", SPACE, "--set", "optim.lr=[1,"], ["--set 'optim.lr=[1,': not valid YAML", 'in "the value of optim.lr", line 1, column 4']),
+    "set with a repeated key": (["validate", SPACE, "--set", "trainer={seed: 1, seed: 2}"], ["--set 'trainer={seed: 1, seed: 2}': key 'trainer.seed' appears twice (columns 2 and 11 of the value)"]),
     "set a secret YAML 1.1 reads as octal": (["validate", SPACE, "--set", "logging.wandb.api_key=0123"],
                                              ["--set logging.wandb.api_key: key 'logging.wandb.api_key' = ***: a number YAML 1.1 "
                                               "reads otherwise than it looks (a leading zero: octal; a colon: base 60): quote it if it is text"]),

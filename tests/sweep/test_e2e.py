@@ -119,6 +119,18 @@ def test_sweep_runs_trials_prints_a_leaderboard_and_leaks_no_secret(tmp_path, pr
         if len(reports) >= 2:  # the first trained eval (step 2) minus the base's
             assert reports[1]["eval/score"] == pytest.approx(reports[1]["eval/avg_pass_at_1"] - reports[0]["eval/avg_pass_at_1"])
 
+    # W&B charts eval/score from the first trained eval (step 2): Tune's placeholder 0 at step 1 is left out
+    from tests.sweep.test_logging import wandb_records
+
+    histories = [[{item.key or "/".join(item.nested_key) for item in r.history.item} for r in wandb_records(run_file)
+                  if r.WhichOneof("record_type") == "history"]
+                 for run_file in sorted((tmp_path / "results" / "e2e" / "wandb").glob("offline-run-*/run-*.wandb"))]
+    trial_histories = [h for h in histories if h and "training_iteration" in h[0]]  # not the sweep's summary run
+    assert len(trial_histories) == 2
+    for history in trial_histories:
+        assert "eval/score" not in history[0] and "eval/avg_pass_at_1" in history[0]
+        assert all("eval/score" in h for h in history[1:])
+
     # checkpoints reach Tune (and so the sweep's storage): steps 2 and 3 of a finished trial
     finished = [r for r in rows if r["status"] == "finished"]
     for row in finished:

@@ -88,6 +88,15 @@ def test_the_score_reads_as_none_until_a_trained_eval():
     assert lines[2:] == [f"trial aaaa1111 running step {step}/4 score 0.125 variance_per_prompt 0.100" for step in (2, 3)]
 
 
+def test_charts_leave_out_the_scores_placeholder():
+    from sweep.watch.loggers import charted
+
+    base_only = {"training_iteration": 1, "eval/score": 0.0, "eval/global_step": 0.0, METRIC: 0.5}
+    assert charted(base_only) == {"training_iteration": 1, "eval/global_step": 0.0, METRIC: 0.5}
+    trained = {**base_only, "eval/global_step": 2.0}
+    assert charted(trained) is trained and charted({METRIC: 0.5}) == {METRIC: 0.5}
+
+
 def test_live_table_in_a_terminal():
     out = io.StringIO()
     live = _play(Console(file=out, force_terminal=True, width=200))
@@ -99,13 +108,11 @@ def test_live_table_in_a_terminal():
 
 
 def test_callbacks_follow_the_logging_block():
-    from ray.tune.logger import TBXLoggerCallback
-
-    from sweep.watch.loggers import NoTensorBoard, SweepWandb, logging_callbacks
+    from sweep.watch.loggers import NoTensorBoard, SweepTensorBoard, SweepWandb, logging_callbacks
 
     cfg = SweepConfig.model_validate({"space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}}})
     kinds = [type(c) for c in logging_callbacks(cfg)]
-    assert kinds == [TBXLoggerCallback, LiveProgress]
+    assert kinds == [SweepTensorBoard, LiveProgress]
     quiet = cfg.model_copy(update={"logging": cfg.logging.model_copy(update={"tensorboard": False, "progress": False})})
     assert [type(c) for c in logging_callbacks(quiet)] == [NoTensorBoard]
     wandb_on = SweepConfig.model_validate({"logging": {"wandb": {"enabled": True, "project": "p"}, "progress": False}})

@@ -20,6 +20,21 @@ def test_trials_ended_early_are_pruned_not_complete():
     assert finished.state.name == "COMPLETE" and finished.value == 0.25
 
 
+def test_a_trial_stopped_before_its_first_trained_eval_tells_optuna_no_score():
+    """eval/score is 0 on every report until a trained eval (Tune needs a number): that 0 is no gain to learn from."""
+    search = HonestOptunaSearch(total_steps=8, sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=2))
+    search.set_search_properties("eval/score", "max", {"optim.lr": tune.loguniform(1e-5, 1e-2)})
+    reports = {"early": {"training_iteration": 3, "eval/score": 0.0, "eval/global_step": 0.0},
+               "late": {"training_iteration": 5, "eval/score": -0.05, "eval/global_step": 4.0}}
+    for trial_id, result in reports.items():
+        assert search.suggest(trial_id) is not None
+        search.on_trial_complete(trial_id, result)
+    early, late = search._ot_study.trials
+    assert (early.state.name, early.intermediate_values) == ("PRUNED", {})
+    assert (late.state.name, late.intermediate_values) == ("PRUNED", {5: -0.05})
+    assert search.suggest("next") is not None  # TPE goes on past its start-up trials with a pruned trial that has no value
+
+
 @pytest.mark.parametrize(("name", "kind"), [("tpe", optuna.samplers.TPESampler), ("gp", optuna.samplers.GPSampler), ("cmaes", optuna.samplers.CmaEsSampler)])
 def test_the_sampler_is_the_one_named(tmp_path, name, kind):
     from sweep.spec.config import SweepConfig
@@ -100,3 +115,26 @@ def test_every_searcher_keeps_max_concurrent_trials(tmp_path, searcher):
         assert tuner._local_tuner._tune_config.max_concurrent_trials == 1 and not isinstance(search, ConcurrencyLimiter | SearchGenerator)
     else:
         assert search.max_concurrent == 1 and tuner._local_tuner._tune_config.max_concurrent_trials is None
+
+
+def test_the_median_rule_judges_a_trial_by_its_gains_not_the_scores_placeholder():
+    """Both trials lost (eval/score < 0 after their first trained eval, step 2); the worse is stopped at step 2. Tune's
+    own best would count step 1's placeholder 0, a best no median of losses could beat, and let it run on."""
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    from sweep.trials.schedulers import NeverYieldingMedian
+
+    rule = NeverYieldingMedian(time_attr="training_iteration", grace_period=2, min_samples_required=1, hard_stop=True,
+                               metric="eval/score", mode="max")
+    less, worse = (Trial("run_trial", config={}, trial_id=i, stub=True) for i in ("less", "worse"))
+    for trial in (less, worse):
+        rule.on_trial_add(None, trial)
+
+    def report(trial, step: int, gain: float, evaluated: int) -> str:
+        return rule.on_trial_result(None, trial, {"training_iteration": step, "eval/score": gain, "eval/global_step": float(evaluated)})
+
+    for step, evaluated in ((1, 0), (2, 2), (3, 2)):
+        assert report(less, step, 0.0 if step == 1 else -0.05, evaluated) == TrialScheduler.CONTINUE
+    assert report(worse, 1, 0.0, 0) == TrialScheduler.CONTINUE
+    assert report(worse, 2, -0.2, 2) == TrialScheduler.STOP  # its best is -0.2, below the other's mean gain, -0.05
