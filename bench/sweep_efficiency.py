@@ -167,11 +167,13 @@ def tail_idle_seconds(spans: list[tuple[float, float]], slots: int) -> float:
 
 
 def trainer_seconds(histories: list[list[dict]]) -> tuple[float, float]:
-    """Time inside the trainer: (GRPO steps, evals). Each report carries the newest eval; count each eval once."""
+    """Time inside the trainer: (GRPO steps, evals). Each report carries the newest eval; count each eval once, and
+    not the base policy's (step 0): the sweep runs it once, before the fit (``base_policy_s``), and every trial's
+    reports carry it until their first own eval (counted per trial until 2026-12-02, which made the overhead negative)."""
     steps = sum(row.get("timing/step_s", 0.0) for rows in histories for row in rows)
     evals = 0.0
     for rows in histories:
-        seen: set[float] = set()
+        seen: set[float] = {0.0}
         for row in rows:
             if "eval/global_step" in row and row["eval/global_step"] not in seen:
                 seen.add(row["eval/global_step"])
@@ -242,7 +244,11 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep the sweeps' results here (default: a temporary directory)")
     parser.add_argument("--grid-from", type=Path, help="take the grid arm from an earlier run's --keep folder with the same arguments "
                         "(its trials are seeded, so it runs the same again) instead of running it")
+    parser.add_argument("--from", dest="data", type=Path, help="run nothing: recompute the figures from a data file this bench "
+                        "wrote (its arms' histories), with this checkout's code, and print them")
     args = parser.parse_args()
+    if args.data:
+        return recompute(args.data)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     load_before = os.getloadavg()[0]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="sweep-efficiency-"))
@@ -262,7 +268,19 @@ def main() -> int:
     for seed in args.seeds:
         outcomes.append(run(load_space(space_file(args, "asha_tpe", folder, seed))))
         rows.append(summary(f"asha_tpe s{seed}", outcomes[-1], target))
-    render(rows, target + args.tolerance)
+    # per arm: its summary and every trial's eval history, from which the ratios are recomputed
+    runs = [{**row, "histories": outcome["histories"]} for row, outcome in zip(rows, outcomes)]
+    record("sweep_efficiency", runs, {
+        "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
+        "steps": args.steps, "grace": args.grace, "tpe_lr": args.tpe_lr, "eval_samples": args.eval_samples,
+        "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set, "grid_from": str(args.grid_from or ""),
+        **conclude(rows, target, args.tolerance), "seeds": args.seeds, "results": str(folder)})
+    return 0
+
+
+def conclude(rows: list[dict[str, Any]], target: float, tolerance: float) -> dict[str, Any]:
+    """Print the table and the ratios; the summary's figures (``rows[0]``: the grid, then one per searcher seed)."""
+    render(rows, target + tolerance)
     expected, searched = rows[0]["expected_steps_to_target"], rows[1:]
     ratios = [round(r["steps_to_target"] / expected, 3) if r["steps_to_target"] and expected else None for r in searched]
     # a seed that never reached the target counts with every trial-step it spent: a lower bound on its ratio
@@ -274,15 +292,20 @@ def main() -> int:
           f"{mean}{'' if reached == len(ratios) else ' (a lower bound: not reached counts every trial-step spent)'} "
           f"(target <= 0.333; the grid in its own order: {rows[0]['steps_to_target']}); harness overhead "
           f"{rows[0]['overhead_share']:.1%} grid, {overhead:.1%} ASHA+TPE (target <= 5%)")
-    # per arm: its summary and every trial's eval history, from which the ratios are recomputed
-    runs = [{**row, "histories": outcome["histories"]} for row, outcome in zip(rows, outcomes)]
-    record("sweep_efficiency", runs, {
-        "cpus": os.cpu_count(), "loadavg_1m_before": round(load_before, 2),
-        "steps": args.steps, "grace": args.grace, "tpe_lr": args.tpe_lr, "eval_samples": args.eval_samples,
-        "space": {KEYS[k]: getattr(args, k) for k in KEYS}, "set": args.set, "grid_from": str(args.grid_from or ""),
-        "target_eval_pass_at_1": round(target + args.tolerance, 4), "tolerance": args.tolerance,
-        "ratio_steps_to_target": mean, "ratios_per_seed": ratios, "seeds_reached": reached, "seeds": args.seeds,
-        "overhead_share_grid": rows[0]["overhead_share"], "overhead_share_asha_tpe": overhead, "results": str(folder)})
+    return {"target_eval_pass_at_1": round(target + tolerance, 4), "tolerance": tolerance, "ratio_steps_to_target": mean,
+            "ratios_per_seed": ratios, "seeds_reached": reached, "overhead_share_grid": rows[0]["overhead_share"],
+            "overhead_share_asha_tpe": overhead}
+
+
+def recompute(data: Path) -> int:
+    """``--from``: the figures of a data file's runs by this checkout's code, printed with the file they came from."""
+    *runs, kept = [json.loads(line) for line in data.read_text().splitlines()]
+    outcomes = [{"histories": r["histories"], "fit_s": r["fit_s"], "slots": round((r["slot_s"] + r["tail_idle_s"]) / r["fit_s"]),
+                 "ray_init_s": r["ray_init_s"], "base_policy_s": r["base_policy_s"]} for r in runs]
+    target = best_eval(outcomes[0]["histories"]) - kept["tolerance"]
+    rows = [summary(r["arm"], outcome, target) for r, outcome in zip(runs, outcomes)]
+    figures = conclude(rows, target, kept["tolerance"])
+    print(json.dumps({"bench": "sweep_efficiency", "recomputed_from": str(data), "ran_at": kept["commit"], **figures}))
     return 0
 
 
