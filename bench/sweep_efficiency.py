@@ -299,8 +299,14 @@ def conclude(rows: list[dict[str, Any]], target: float, tolerance: float) -> dic
 
 def recompute(data: Path) -> int:
     """``--from``: the figures of a data file's runs by this checkout's code, printed with the file they came from."""
-    *runs, kept = [json.loads(line) for line in data.read_text().splitlines()]
-    outcomes = [{"histories": r["histories"], "fit_s": r["fit_s"], "slots": round((r["slot_s"] + r["tail_idle_s"]) / r["fit_s"]),
+    try:
+        *runs, kept = [json.loads(line) for line in data.read_text().splitlines()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--from {data}: not a data file this bench wrote ({exc})") from None
+    if not isinstance(kept, dict) or kept.get("bench") != "sweep_efficiency" or not runs:
+        raise SystemExit(f"--from {data}: not a data file this bench wrote (its last line is no sweep_efficiency summary)")
+    # the concurrent trials: slot_s was fit_s x slots less the idle tail (fit_s is kept to 0.1 s)
+    outcomes = [{"histories": r["histories"], "fit_s": r["fit_s"], "slots": round((r["slot_s"] + r["tail_idle_s"]) / r["fit_s"]) if r["fit_s"] else 1,
                  "ray_init_s": r["ray_init_s"], "base_policy_s": r["base_policy_s"]} for r in runs]
     target = best_eval(outcomes[0]["histories"]) - kept["tolerance"]
     rows = [summary(r["arm"], outcome, target) for r, outcome in zip(runs, outcomes)]

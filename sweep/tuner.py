@@ -107,6 +107,13 @@ class HonestOptunaSearch(OptunaSearch):
         if HonestOptunaSearch.restored_at is not None:
             self._study_copy = HonestOptunaSearch.restored_at
 
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        """Ray reports every result to the study as an intermediate value; eval/score's placeholder 0 before a trial's
+        first trained eval is none (a trial pruned then would be told to TPE as a gain of 0)."""
+        if self.metric in result and shown(result, self.metric) is None:
+            return
+        super().on_trial_result(trial_id, result)
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         steps = (result or {}).get("training_iteration", self._total_steps)
         if error or trial_id in self._completed_trials or steps >= self._total_steps or self.metric not in (result or {}):

@@ -29,8 +29,11 @@ def test_figures_are_recomputed_from_a_data_file(tmp_path, capsys):
         return {"arm": name, "histories": [rows], "fit_s": 20.0, "slot_s": 20.0, "tail_idle_s": 0.0, "ray_init_s": 1.0, "base_policy_s": 2.0}
 
     data = tmp_path / "run.jsonl"
-    data.write_text("\n".join(json.dumps(line) for line in (arm("grid", 0.5), arm("asha_tpe s0", 0.49), {"tolerance": 0.02, "commit": "abc"})))
+    data.write_text("\n".join(json.dumps(line) for line in (arm("grid", 0.5), arm("asha_tpe s0", 0.49), {"bench": "sweep_efficiency", "tolerance": 0.02, "commit": "abc"})))
     assert recompute(data) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert line["ratios_per_seed"] == [1.0] and line["target_eval_pass_at_1"] == 0.5
     assert line["overhead_share_grid"] == pytest.approx((20.0 - 2.0 - 1.0) / 20.0)  # step 0's 3 s are the sweep's, not the trial's
+    (tmp_path / "other.txt").write_text("# a timing log\n")
+    with pytest.raises(SystemExit, match="not a data file this bench wrote"):
+        recompute(tmp_path / "other.txt")

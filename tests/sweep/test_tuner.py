@@ -28,10 +28,14 @@ def test_a_trial_stopped_before_its_first_trained_eval_tells_optuna_no_score():
                "late": {"training_iteration": 5, "eval/score": -0.05, "eval/global_step": 4.0}}
     for trial_id, result in reports.items():
         assert search.suggest(trial_id) is not None
+        for step in range(1, result["training_iteration"] + 1):  # as Tune does: every result, then the last again at the end
+            evaluated = step >= 4 and result["eval/global_step"] > 0
+            search.on_trial_result(trial_id, {"training_iteration": step, "eval/score": result["eval/score"] if evaluated else 0.0,
+                                              "eval/global_step": 4.0 if evaluated else 0.0})
         search.on_trial_complete(trial_id, result)
     early, late = search._ot_study.trials
     assert (early.state.name, early.intermediate_values) == ("PRUNED", {})
-    assert (late.state.name, late.intermediate_values) == ("PRUNED", {5: -0.05})
+    assert (late.state.name, late.intermediate_values) == ("PRUNED", {4: -0.05, 5: -0.05})  # from its first trained eval on
     assert search.suggest("next") is not None  # TPE goes on past its start-up trials with a pruned trial that has no value
 
 
