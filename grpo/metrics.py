@@ -189,6 +189,11 @@ def shown(result: Mapping[str, object], metric: str) -> float | None:
     return float(value)
 
 
+def shown_values(results: Iterable[Mapping[str, object]], metric: str) -> list[float]:
+    """``shown`` of each result, in order, the ones without a value left out (a trial's curve, as a table or a rule reads it)."""
+    return [v for v in (shown(r, metric) for r in results) if v is not None]
+
+
 def metric_names(env_keys: Iterable[str], eval_samples: int | None) -> set[str]:
     """Every metric a trial reports on every step (a sweep may only optimise one of these)."""
     env_keys = sorted(env_keys)

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from grpo.metrics import shown
+from grpo.metrics import shown_values
 from sweep.store.results import trial_history, trial_id_of
 from sweep.store.storage import Storage
 from sweep.trials import attempts
@@ -50,7 +50,7 @@ def trial_row(result, metric: str, mode: str, total_steps: int, keys: list[str],
     name = str(result.metrics.get("trial_id") or (trial_id_of(result.path) if result.path else "?"))
     if frame is None or frame.empty or metric not in frame:
         return TrialRow(name, config, None, None, None, 0, "error", str(result.error or "no metrics reported"), attempts.restarts(tried))
-    values = [v for v in (shown(r, metric) for r in frame.to_dict("records")) if v is not None]
+    values = shown_values(frame.to_dict("records"), metric)
     steps = int(frame["training_iteration"].max())
     status = fate(steps, total_steps, list(frame[VARIANCE]) if VARIANCE in frame else [], zero_signal, bool(result.error))
     return TrialRow(

@@ -19,7 +19,7 @@ from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, PopulationBasedTraining, TrialScheduler
 
-from grpo.metrics import shown
+from grpo.metrics import shown_values
 from sweep.spec.config import Choice, QUniform, RandInt, SweepConfig, Uniform
 from sweep.spec.space import pbt_mutations
 
@@ -60,7 +60,7 @@ class NeverYieldingMedian(MedianStoppingRule):
     def _best_result(self, trial):
         """The trial's best value, leaving out eval/score's placeholder 0 before its first trained eval (Tune's
         rule would count it: a trial whose every gain is negative would keep a best of 0 and never be stopped)."""
-        values = [v for v in (shown(r, self._metric) for r in self._results[trial]) if v is not None]
+        values = shown_values(self._results[trial], self._metric)
         return self._compare_op(values) if values else super()._best_result(trial)
 
 

@@ -130,9 +130,9 @@ class SweepNotifier(Callback):
         return f" ({'; '.join(parts)})" if parts else ""
 
     def best(self, trials):
-        scored = [t for t in trials if shown(t.last_result, self.metric) is not None]
+        scored = [(value, t) for t in trials if (value := shown(t.last_result, self.metric)) is not None]
         pick = max if self.mode == "max" else min
-        return pick(scored, key=lambda t: shown(t.last_result, self.metric), default=None)
+        return pick(scored, key=lambda pair: pair[0], default=(None, None))[1]
 
 
 def notifiers(cfg) -> list[Callback]:
