@@ -143,6 +143,11 @@ class Pack:
             raise PackError(f"model.lora.rank {cfg.model.lora.rank} is above the pack's vLLM engine's max_lora_rank "
                             f"{self.engine.settings.max_lora_rank} (its first member's rank, rounded up to vLLM's values): "
                             "start the pack with its largest rank, or sweep the rank with resources.trials_per_worker: 1")
+        if self.engine is not None and (length := cfg.rollout.max_input_length + cfg.rollout.max_generate_length) > self.engine.settings.max_model_len:
+            raise PackError(f"rollout.max_input_length + rollout.max_generate_length ({cfg.rollout.max_input_length} + "
+                            f"{cfg.rollout.max_generate_length} = {length}) is above the pack's vLLM engine's max_model_len "
+                            f"{self.engine.settings.max_model_len} (its first member's lengths): its episodes would be cut "
+                            "or refused; start the pack with its longest lengths, or sweep them with resources.trials_per_worker: 1")
         train_tasks, eval_tasks = trial_tasks(cfg)
         if [t.task_key for t in train_tasks] != [t.task_key for t in self.train_tasks]:
             raise PackError("a packed trial must train on the pack's tasks (its base was warm-started on them); "
@@ -168,6 +173,9 @@ class Pack:
             models = Models(self.chat, self.policy, reference, optimizer, generator, self.ranks)
             progress = start_progress(cfg, models, train_tasks, eval_tasks, base_eval)  # seeds, then resumes
             member = Member(name, cfg, models, progress, RngState.now(), progress.first_step)
+        except BaseException:  # its resume or its sampler failed: its adapter leaves the model and the engine (whose places are few)
+            self._drop_adapter(name)
+            raise
         finally:
             outer.apply()
         self.members[name] = member
@@ -266,13 +274,17 @@ class Pack:
     def leave(self, member: Member) -> None:
         """Drop a member: its adapter, optimizer state and progress go; the base stays for the next to join."""
         self.members.pop(member.name, None)
+        self._drop_adapter(member.name)
+
+    def _drop_adapter(self, name: str) -> None:
+        """Adapter ``name`` out of the engine and the model (the last one stays in the model: peft needs one; a member
+        that joins next adds its own and it is never active again)."""
         if self.engine is not None:
-            self.engine.drop_adapter(member.name)
+            self.engine.drop_adapter(name)
         if self.policy is not None and len(self.policy.peft_config) > 1:
             with warnings.catch_warnings():  # peft says which adapter it made active instead: the next step sets its own
-                warnings.filterwarnings("ignore", message=f"Adapter {member.name} was active which is now deleted")
-                self.policy.delete_adapter(member.name)
-        # the last adapter stays in the model (peft needs one); a member that joins next adds its own and it is never active again
+                warnings.filterwarnings("ignore", message=f"Adapter {name} was active which is now deleted")
+                self.policy.delete_adapter(name)
 
     @contextmanager
     def active(self, member: Member) -> Iterator[None]:

@@ -20,7 +20,8 @@ so one slow to report, or whose trial died, holds the others up once; joins and 
 Each report adds ``pack/members`` (trials in the host at that step) and
 ``pack/host_pid``. A step's checkpoint is written on the host's node, which is the trial's, and handed to
 Tune as an unpacked trial's is. A member whose trial process died without leaving (a killed worker) is
-evicted when a join finds the host full and the member has not asked for a step for ``STALE_S``. A host
+evicted when a join finds the host full and the member has not asked for a step for ``STALE_S`` while the host went on
+without it (``lost``: others stepped twice the host's capacity since, or no one did). A host
 that dies takes no member with it: each member's attempt ends as a lost process (``sweep.trials.attempts.ProcessLost``),
 Tune restarts it (``failures.max_trial_restarts``) and it joins another host from its newest checkpoint.
 Leaves out: batched rollouts across members on HF (slower on CPU: ``bench/mixed_adapters.py``; with
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from grpo.config import TrainerConfig
 
-STALE_S = 900.0  # a member silent this long, while others wait for its place, has lost its trial
+STALE_S = 900.0  # a member silent this long, while others wait for its place and the host goes on without it, has lost its trial
 ROUND_WAIT_S = 5.0  # a round of a pack whose members roll out together waits this long for members yet to ask
 
 
@@ -63,6 +64,9 @@ class PackHost:
         self.pack = Pack(pack_cfg, capacity).__enter__()
         self.members: dict[str, Any] = {}
         self.last_seen: dict[str, float] = {}
+        self.steps_seen: dict[str, int] = {}  # the host's step count when each member was last seen
+        self._steps = 0  # members' steps the host has run
+        self._last_step_end = time.monotonic()
         self.rounds = self.pack.rolls_out_together  # then the actor's calls run in threads (``max_concurrency``)
         self._turn = threading.Condition()  # holds the members and the pack between rounds
         self._asked: dict[str, float] = {}  # trials waiting for the next round, and since when
@@ -91,7 +95,7 @@ class PackHost:
         if len(self.members) >= self.capacity:
             return False
         self.members[trial_id] = self.pack.join(cfg, base_eval)
-        self.last_seen[trial_id] = time.monotonic()
+        self._seen_now(trial_id)
         self._expected.add(trial_id)
         return True
 
@@ -108,6 +112,7 @@ class PackHost:
             step, metrics, saved = outcome
         else:
             step, metrics, saved = self.pack.step(member)
+            self._count_steps(1)
         self._seen(trial_id)
         where = {"pack/members": float(len(self.members)), "pack/host_pid": float(os.getpid())}
         if self.gpu is not None and self.gpu.isdigit():
@@ -117,7 +122,15 @@ class PackHost:
     def _seen(self, trial_id: str) -> None:
         with self._turn:
             if trial_id in self.members:  # a trial that left (mid-call) is not brought back
-                self.last_seen[trial_id] = time.monotonic()
+                self._seen_now(trial_id)
+
+    def _seen_now(self, trial_id: str) -> None:
+        self.last_seen[trial_id] = time.monotonic()
+        self.steps_seen[trial_id] = self._steps
+
+    def _count_steps(self, members: int) -> None:
+        self._steps += members
+        self._last_step_end = time.monotonic()
 
     def _in_a_round(self, trial_id: str, member: Any) -> Any:
         """Wait for the round that steps ``member`` (running it, when this call is the one to start it): its outcome, an
@@ -148,6 +161,10 @@ class PackHost:
             self._turn.acquire()
             self._stepping = False
             self._last_round_end = time.monotonic()
+            self._count_steps(len(batch))
+            for t, _ in batch:  # stepped just now, though their calls have yet to collect their outcomes
+                if t in self.members:
+                    self._seen_now(t)
         self._stepped.update((m.name, out) for (_, m), out in zip(batch, outcomes))
         self._expected = {t for t, _ in batch}  # one that missed this round is not waited for until it asks again
         self._turn.notify_all()
@@ -184,6 +201,7 @@ class PackHost:
         self._asked.pop(trial_id, None)
         self._expected.discard(trial_id)
         self.last_seen.pop(trial_id, None)
+        self.steps_seen.pop(trial_id, None)
         if member is not None:
             self._stepped.pop(member.name, None)
             self.pack.leave(member)
@@ -198,15 +216,27 @@ class PackHost:
         return len(self.members)
 
     def _evict_stale(self) -> None:
-        """Members silent for ``STALE_S`` while the host is full (their trial died without leaving); never one waiting
-        for its round."""
+        """Members ``lost`` while the host is full (their trial died without leaving); never one waiting for its round
+        or yet to collect its step."""
         now = time.monotonic()
-        if len(self.members) >= self.capacity:
-            for trial_id in [t for t, seen in self.last_seen.items() if now - seen > STALE_S and t not in self._asked]:
-                self._expected.discard(trial_id)
-                if (member := self.members.pop(trial_id, None)) is not None:
-                    self.pack.leave(member)
-                self.last_seen.pop(trial_id, None)
+        if len(self.members) < self.capacity:
+            return
+        waiting = set(self._asked) | {t for t, m in self.members.items() if m.name in self._stepped}
+        for trial_id in [t for t, seen in self.last_seen.items() if t not in waiting and lost(
+                now - seen, self._steps - self.steps_seen.get(t, 0), now - self._last_step_end, self.capacity)]:
+            self._expected.discard(trial_id)
+            if (member := self.members.pop(trial_id, None)) is not None:
+                self.pack.leave(member)
+            self.last_seen.pop(trial_id, None)
+            self.steps_seen.pop(trial_id, None)
+
+
+def lost(silent_s: float, steps_since: int, idle_s: float, capacity: int) -> bool:
+    """Whether a pack member that is not waiting for a step has lost its trial: silent for more than ``STALE_S`` while
+    the host went on without it: its members took ``steps_since`` steps since it was last seen, at least twice the
+    host's ``capacity`` (a live member's next call waits at most for the others' turns, however long a step takes),
+    or the host stepped no one for ``idle_s`` > ``STALE_S`` (every member silent)."""
+    return silent_s > STALE_S and (steps_since >= 2 * capacity or idle_s > STALE_S)
 
 
 def trial_gpu() -> str | None:

@@ -145,6 +145,47 @@ def test_a_pack_engine_refuses_a_member_whose_rank_it_cannot_hold(hf_backed_vllm
             pack.join(wide)
 
 
+def test_a_pack_engine_refuses_a_member_whose_episodes_it_cannot_hold(hf_backed_vllm):
+    """The engine's context is its first member's max_input_length + max_generate_length: a member with longer
+    episodes would have them cut or refused mid-step, so it is refused when it joins, by name."""
+    first = _on_vllm(_cfg({}))
+    longer = _on_vllm(_cfg({"rollout": {**BASE["rollout"], "max_generate_length": 96}}))
+    shorter = _on_vllm(_cfg({"rollout": {**BASE["rollout"], "max_generate_length": 32}}))
+    with Pack(first, 2) as pack:
+        length = first.rollout.max_input_length + 64
+        with pytest.raises(PackError, match=rf"\({first.rollout.max_input_length} \+ 96 = {length + 32}\) is above the pack's vLLM engine's max_model_len {length}"):
+            pack.join(longer)
+        assert pack.join(shorter).name == "trial_0"  # shorter episodes fit; the refused member took no name
+
+
+def test_a_member_whose_join_fails_leaves_no_adapter_behind(hf_backed_vllm):
+    """A join that fails after its adapter was made and loaded into the engine (its progress fails to start after the
+    sampler took the adapter, as a resume from a broken checkpoint would): the adapter leaves the model and the engine,
+    whose places are the pack's capacity, and the next member joins and steps."""
+    import grpo.pack
+    from grpo.trainer import sync_sampler
+
+    def resumes_then_breaks(cfg, models, *args, **kwargs):
+        sync_sampler(models)  # as a resume does
+        raise RuntimeError("its checkpoint is broken")
+
+    first, second = (_on_vllm(_cfg(TRIALS[i])) for i in (0, 1))
+    with Pack(first, 2) as pack:
+        a = pack.join(first)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(grpo.pack, "start_progress", resumes_then_breaks)
+            with pytest.raises(RuntimeError, match="its checkpoint is broken"):
+                pack.join(second)
+        (engine,) = hf_backed_vllm
+        assert [c[1] for c in engine.calls if c[0] == "add_lora"] == ["trial_1-1"]  # it reached the engine
+        assert engine.adapters == {} and pack.engine.shelf.current == {}  # and left it
+        assert set(pack.policy.peft_config) == {a.name}
+        b = pack.join(second)
+        assert set(pack.policy.peft_config) == {a.name, b.name}
+        pack.step(a), pack.step(b)
+        assert sorted(pack.engine.shelf.current) == sorted([a.name, b.name])
+
+
 def test_a_pack_shares_its_sampler_settings():
     """The backend and the engine's settings are the pack's: a member that differs is refused by name."""
     from grpo.pack import check_packable
@@ -338,6 +379,38 @@ def test_a_pack_host_steps_members_that_roll_out_together_in_rounds():
     assert engine.most_at_once == 2
     for i, name in enumerate(reports):
         _assert_same_reports(reports[name], _alone_streamed(i)[0], f"member {name} in the host's rounds vs alone", (*UNEQUAL, "pack/"))
+
+
+def test_a_join_during_a_long_round_takes_no_member_from_it(monkeypatch):
+    """A round that lasts longer than ``STALE_S`` (here 1.5 s against 0.3 s): a trial that tries the full host meanwhile
+    waits for the round's end and finds no member lost, each stepped just now, though neither has asked since before
+    the round; it is refused, and both members have their steps."""
+    import sweep.trials.packing as packing
+
+    monkeypatch.setattr(packing, "STALE_S", 0.3)
+    with hf_backed_streaming():
+        host = packing.PackHost(STREAMED[0], 2)
+        step_round = host.pack.step_round
+
+        def long_round(members):
+            threading.Event().wait(1.5)
+            return step_round(members)
+
+        host.pack.step_round = long_round
+        try:
+            assert host.join("a", STREAMED[0]) and host.join("b", STREAMED[1])
+            got: dict[str, object] = {}
+            threads = [threading.Thread(target=lambda n=n: got.__setitem__(n, host.step(n))) for n in ("a", "b")]
+            for t in threads:
+                t.start()
+            while not host._stepping:
+                threading.Event().wait(0.01)
+            assert not host.join("c", STREAMED[0])  # after the round: the host is full, no one lost
+            for t in threads:
+                t.join(120)
+            assert set(host.members) == {"a", "b"} and [got[n][0] for n in ("a", "b")] == [1, 1]
+        finally:
+            host.pack.__exit__(None, None, None)
 
 
 def test_a_pack_hosts_rounds_wait_once_for_a_member_that_never_asks(monkeypatch):

@@ -41,3 +41,16 @@ def test_a_gpu_holds_as_many_pack_hosts_as_its_trials_fill():
     from sweep.trials.packing import hosts_per_gpu
 
     assert [hosts_per_gpu(g) for g in (1.0, 0.5, 0.3, 0.25)] == [1, 2, 3, 4]
+
+
+def test_a_pack_member_is_lost_only_when_the_host_went_on_without_it():
+    """Silent past STALE_S (900 s) is not enough: a live member's call may wait that long for the others' turns. Lost when
+    the others took twice the capacity's steps since (4 at K=2) or the host stepped no one as long."""
+    from sweep.trials.packing import STALE_S, lost
+
+    assert STALE_S == 900.0
+    assert not lost(899.0, 100, 10_000.0, 2)  # heard from within STALE_S
+    assert not lost(1_000.0, 3, 10.0, 2)  # a long wait behind 3 steps of the others: its call is queued
+    assert lost(1_000.0, 4, 10.0, 2)  # the others went round twice without it
+    assert lost(1_000.0, 0, 901.0, 2)  # no one stepped for 901 s: every member silent
+    assert not lost(1_000.0, 0, 900.0, 2)
