@@ -1,6 +1,7 @@
 """Multi-turn episodes, token-in/token-out: each episode is a coroutine; their model turns are batched
 (``GenerationBatcher``: one batch per turn of every live episode, sorted by episode, so sampling does not
-depend on timing) or streamed (``StreamedTurns``, for a generator that ``streams``: each episode's next turn
+depend on timing, except under an instance cap: an episode waiting for one of Fleet's slots leaves the batches, so
+which episodes share one then depends on when slots free up) or streamed (``StreamedTurns``, for a generator that ``streams``: each episode's next turn
 is sent as soon as its tool result is back, no barrier per turn, each request with a seed of its own made
 from the rollout's seed, the episode's number and the turn, so a transcript does not depend on timing either).
 
@@ -105,7 +106,7 @@ class GenerationBatcher:
 
     async def generate(self, prompt: list[int], order: int) -> Completion:
         """The next turn of the episode numbered ``order``; batches are sorted by it, so sampling does not
-        depend on which tool call happened to return first."""
+        depend on which tool call happened to return first (nor, but under an instance cap, on which are in it)."""
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self.pending.append((order, prompt, future))
         self._maybe_flush()

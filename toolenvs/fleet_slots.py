@@ -11,6 +11,7 @@ out: caps across sweeps sharing one key (each sweep has its own actor).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -92,7 +93,24 @@ class RaySlots:
         self.actor = actor
 
     async def acquire(self) -> str:
-        return await self.actor.acquire.remote()
+        """A lease. Cancelled while it waits (its episode was: another failed the rollout), the wait ends in the actor
+        too (Ray would let it run on and take a slot no one returns until ``lease_s``), and a lease granted in the
+        meantime goes back."""
+        import ray
+
+        ref = self.actor.acquire.remote()
+        try:
+            return await ref
+        except asyncio.CancelledError:
+            ray.cancel(ref)
+            ref.future().add_done_callback(self._returned)
+            raise
+
+    def _returned(self, granted: Any) -> None:
+        """A cancelled wait's outcome, in Ray's callback thread: a lease it got anyway is released (from a thread of
+        its own: this one must not block on Ray)."""
+        if not granted.cancelled() and granted.exception() is None:
+            threading.Thread(target=self.actor.release.remote, args=(granted.result(),), daemon=True).start()
 
     async def release(self, lease: str) -> None:
         await self.actor.release.remote(lease)

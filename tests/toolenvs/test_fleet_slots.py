@@ -62,6 +62,22 @@ def test_trials_of_one_sweep_share_its_cap_through_ray(tmp_path):
 
         assert all(ray.get([hold.remote(0.3) for _ in range(5)]))
         assert ray.get(actor.stats.remote()) == {"size": 2, "open": 0, "peak": 2}
+
+        async def a_waiter_cancelled() -> None:  # as an episode queued for a slot is when another fails the rollout
+            slots = sweep_slots()
+            held = [await slots.acquire(), await slots.acquire()]
+            waiter = asyncio.create_task(slots.acquire())
+            await asyncio.sleep(0.3)
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+            for lease in held:  # the cancelled wait must not take the slot freed now
+                await slots.release(lease)
+
+        asyncio.run(a_waiter_cancelled())
+        deadline = time.monotonic() + 10
+        while ray.get(actor.stats.remote())["open"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ray.get(actor.stats.remote())["open"] == 0
     finally:
         ray.shutdown()
 
