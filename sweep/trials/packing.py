@@ -107,7 +107,7 @@ class PackHost:
             return None
         if self.rounds:
             outcome = self._in_a_round(trial_id, member)
-            if isinstance(outcome, Exception):
+            if isinstance(outcome, BaseException):  # its step's error, or the round's (each member in it hears of it)
                 raise outcome
             step, metrics, saved = outcome
         else:
