@@ -3,10 +3,15 @@
 # it fails, never skips, when CUDA, the carried vLLM or any step is missing or fails, and each step has a
 # watchdog. It runs the GPU tests file by file (one vLLM engine per process; a skipped test is a failure
 # here), then the GPU benches, each with its baseline in the same run, one JSON line each. Everything goes to
-# $OUT/gpu/{date}_{gpu}_{commit}/ (device.txt, tests.log, {bench}.log, lines.jsonl: each bench's line with the
-# GPU's name, the date and the commit added); bring that folder back to bench/data/gpu/.
+# $OUT/gpu/{date}_{gpu}_{commit}/ (device.txt, tests.log: every test file's whole output, {bench}.log, the GPU
+# tests' trial_metrics*.json, lines.jsonl: each bench's line with the GPU's name, the date and the commit added,
+# summary.txt), packed at the end into $OUT/gpu/{date}_{gpu}_{commit}.tgz with device.txt, lines.jsonl and
+# summary.txt left beside it (the device tool brings back 8 files at most); unpack it into bench/data/gpu/.
 #   COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [tests|benches|all]
 # (the machine gets no .git: the command line carries the commit). Exit 0 only when every step passed.
+# GPU_CHECK_DEADLINE_S: seconds the whole check may take (the device call's timeout less a margin): each step's
+# watchdog is cut to what is left, a step with under 30 s left is not started (a failure), and the results are
+# packed in time. A watchdog sends SIGINT first (pytest and Python print where they were), then SIGKILL 15 s later.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -31,7 +36,9 @@ if [ -d .whl ]; then  # pure-Python wheels the machine lacks (opentelemetry-api 
   export PYTHONPATH=/tmp/whl-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 GRPO_SWEEP_CACHE=${GRPO_SWEEP_CACHE:-/tmp/grpo-cache}
-python3 -c "import vllm" 2>/dev/null || refuse "vLLM does not import (pip install -e '.[gpu]'; or carry it and source its environment: $vllm_env was $([ -f "$vllm_env" ] || echo "not ")found)"
+start_s=$SECONDS
+deadline_s=${GPU_CHECK_DEADLINE_S:-}
+vllm_error=$(python3 -c "import vllm" 2>&1) || refuse "vLLM does not import (pip install -e '.[gpu]'; or carry it and source its environment: $vllm_env was $([ -f "$vllm_env" ] || echo "not ")found): $(echo "$vllm_error" | tail -1)"
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || refuse "no CUDA device seen by torch"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | tr -s '-')
@@ -45,35 +52,57 @@ mkdir -p "$dir"
 
 status=0
 failed() { echo "gpu_check: FAILED: $*" | tee -a "$dir/summary.txt"; status=1; }
+pack() {  # the folder as one file, with what a reader wants first beside it (the device tool brings back 8 files at most)
+  local name; name=$(basename "$dir")
+  if tar czf "$dir.tgz" -C "$(dirname "$dir")" "$name"; then
+    find "$dir" -mindepth 1 ! -name device.txt ! -name lines.jsonl ! -name summary.txt -delete
+  fi
+  echo "gpu_check: results in $dir.tgz (and $dir/summary.txt)"
+}
+trap pack EXIT
+watchdog() {  # this step's watchdog: $1 seconds, cut to what the deadline leaves (0: no time left for the step)
+  local want=$1
+  if [ -n "$deadline_s" ]; then
+    local left=$((deadline_s - (SECONDS - start_s) - 20))
+    [ $left -lt 30 ] && { echo 0; return; }
+    [ $left -lt "$want" ] && want=$left
+  fi
+  echo "$want"
+}
+stopped() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 if [ "$what" != benches ]; then
   for t in "${TESTS[@]}"; do
     log="$dir/tests.log"
-    echo "== $t" >> "$log"
-    GRPO_GPU_METRICS="$dir/trial_metrics.json" timeout "$TEST_WATCHDOG_S" python3 -m pytest -m "slow or not slow" -x -q -rs \
-      -p no:cacheprovider --basetemp="/tmp/pt-$(basename "$t" .py)" "$t" > "$dir/last_test.log" 2>&1
+    limit=$(watchdog "$TEST_WATCHDOG_S")
+    if [ "$limit" -eq 0 ]; then failed "$t: not started, the deadline (${deadline_s} s) is too near"; continue; fi
+    echo "== $t (watchdog ${limit} s)" >> "$log"
+    GRPO_GPU_METRICS="$dir/trial_metrics.json" timeout -s INT -k 15 "$limit" python3 -m pytest -m "slow or not slow" -x -q -rfEs \
+      -p no:cacheprovider --basetemp="/tmp/pt-$(basename "$t" .py)" "$t" > /tmp/gpu_check_test.log 2>&1
     code=$?
-    tail -40 "$dir/last_test.log" | tee -a "$log"
-    if [ $code -eq 124 ]; then failed "$t: the watchdog stopped it after ${TEST_WATCHDOG_S} s"
+    cat /tmp/gpu_check_test.log >> "$log"
+    tail -40 /tmp/gpu_check_test.log
+    if stopped $code; then failed "$t: the watchdog stopped it after ${limit} s"
     elif [ $code -ne 0 ]; then failed "$t: pytest exit $code"
-    elif grep -qE '[0-9]+ skipped' "$dir/last_test.log"; then failed "$t: a test skipped (on the GPU machine nothing may)"
+    elif grep -qE '[0-9]+ skipped' /tmp/gpu_check_test.log; then failed "$t: a test skipped (on the GPU machine nothing may)"
     fi
   done
 fi
 if [ "$what" != tests ]; then
   for b in "${BENCHES[@]}"; do
-    timeout "$BENCH_WATCHDOG_S" python3 "bench/$b.py" > "$dir/$b.log" 2>&1
+    limit=$(watchdog "$BENCH_WATCHDOG_S")
+    if [ "$limit" -eq 0 ]; then failed "bench/$b.py: not started, the deadline (${deadline_s} s) is too near"; continue; fi
+    timeout -s INT -k 15 "$limit" python3 "bench/$b.py" > "$dir/$b.log" 2>&1
     code=$?
     line=$(grep -E '^\{"bench"' "$dir/$b.log" | tail -1)
     if [ $code -ne 0 ] || [ -z "$line" ]; then
       tail -20 "$dir/$b.log"
-      failed "bench/$b.py: exit $code$([ $code -eq 124 ] && echo " (watchdog, ${BENCH_WATCHDOG_S} s)")$([ -z "$line" ] && echo ", no JSON line")"
-      continue
+      failed "bench/$b.py: exit $code$(stopped $code && echo " (watchdog, ${limit} s)")$([ -z "$line" ] && echo ", no JSON line")"
     fi
-    GPU="$gpu" DATE="$date" COMMIT_AT="$commit" LINE="$line" python3 -c \
-      "import json, os; d = json.loads(os.environ['LINE']); d.update(gpu=os.environ['GPU'], date=os.environ['DATE'], commit=os.environ['COMMIT_AT']); print(json.dumps(d))" \
+    [ -z "$line" ] && continue
+    GPU="$gpu" DATE="$date" COMMIT_AT="$commit" LINE="$line" EXIT="$code" python3 -c \
+      "import json, os; d = json.loads(os.environ['LINE']); d.update(gpu=os.environ['GPU'], date=os.environ['DATE'], commit=os.environ['COMMIT_AT'], exit=int(os.environ['EXIT'])); print(json.dumps(d))" \
       | tee -a "$dir/lines.jsonl"
   done
 fi
 [ $status -eq 0 ] && echo "gpu_check: every step passed" | tee -a "$dir/summary.txt"
-echo "gpu_check: results in $dir"
 exit $status

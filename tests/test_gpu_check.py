@@ -36,3 +36,40 @@ def test_without_cuda_it_fails_before_any_step(tmp_path):
 def test_an_unknown_part_is_named():
     done = _check("everything")
     assert done.returncode == 2 and "unknown part 'everything' (tests, benches or all)" in done.stderr, done.stderr
+
+
+def test_its_steps_keep_every_failure_with_its_reason_and_pack_the_results(tmp_path):
+    """The steps, on CPU with CUDA stood in for (a torch that says it has a device, an ``nvidia-smi``, a vLLM that
+    imports): a passing test file, one that fails and one that hangs past its watchdog. The check fails naming both,
+    the failure's message and where the hung test was are in the packed log, and only the pack, device.txt and
+    summary.txt are left in the folder (the device tool brings back 8 files at most)."""
+    import tarfile
+
+    site, tests, bin_dir, out = (tmp_path / d for d in ("site", "tests", "bin", "out"))
+    for d in (site / "vllm", site / "torch", site / "transformers", tests, bin_dir):
+        d.mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("__version__ = 'stand-in'\n")
+    (site / "transformers" / "__init__.py").write_text("__version__ = 'stand-in'\n")
+    (site / "torch" / "__init__.py").write_text("__version__ = 'stand-in'\nclass cuda:\n    is_available = staticmethod(lambda: True)\n")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA Stand-in, 1 MiB, 1.0'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    (tests / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    (tests / "test_bad.py").write_text("def test_bad():\n    assert 1 == 2, 'one is not two'\n")
+    (tests / "test_hangs.py").write_text("import time\n\ndef test_hangs():\n    time.sleep(60)\n")
+    env_file = tmp_path / "vllm_env.sh"
+    env_file.write_text(f"export PATH={bin_dir}:$PATH\n")
+    files = " ".join(str(tests / f"test_{n}.py") for n in ("ok", "bad", "hangs"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "VLLM_ENV": str(env_file), "PYTHONPATH": str(site),
+           "OUT": str(out), "COMMIT": "c0ffee", "GPU_TESTS": files, "TEST_WATCHDOG_S": "10"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "tests"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (folder,) = (out / "gpu").glob("*_c0ffee")
+    assert folder.name.endswith("_NVIDIA-Stand-in-1-MiB-1.0_c0ffee")
+    summary = (folder / "summary.txt").read_text()
+    assert "test_bad.py: pytest exit 1" in summary and "test_hangs.py: the watchdog stopped it after 10 s" in summary
+    assert "test_ok.py" not in summary and "every step passed" not in summary
+    assert sorted(p.name for p in folder.iterdir()) == ["device.txt", "summary.txt"]
+    with tarfile.open(folder.parent / f"{folder.name}.tgz") as pack:
+        log = pack.extractfile(f"{folder.name}/tests.log").read().decode()
+    assert "AssertionError: one is not two" in log and "\nFAILED " in log  # the reason, and pytest's short summary of it
+    assert "test_hangs.py:4: KeyboardInterrupt" in log  # where the hung test was when its watchdog stopped it
