@@ -18,8 +18,8 @@ POST alone and calls tools as one plain POST each (``toolenvs.rpc``: half the cl
 path), on HTTP clients each shared by up to ``EPISODES_PER_POOL`` open episodes. On older, stateful
 protocols (or with ``fast_calls=False``) each episode is its own SDK session, listing the tools itself.
 ``max_concurrent`` caps in-flight requests;
-``max_sessions`` caps open episodes (callers that wait on all live episodes, like the generation batcher,
-must not count the ones in ``waiting``).
+``max_sessions`` caps open episodes; an episode waits for one inside the caller's ``queued()`` (the generation
+batcher then does not wait for it: the episodes holding sessions must be able to finish and free them).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import functools
 import random
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,14 +106,14 @@ class EnvClient:
 
     @asynccontextmanager
     async def episode(self, task: Task, queued: Any = None) -> AsyncIterator[EpisodeSession]:
-        """Open an episode (retrying with backoff), yield it, always close and free it (``queued``: unused,
-        a local server has no capacity to wait for beyond ``max_concurrent`` requests).
+        """Open an episode (retrying with backoff), yield it, always close and free it (``queued``: a context the
+        wait for a session under ``max_sessions`` runs in; no other capacity of a local server is waited for).
 
         Every environment failure, during the episode or while closing it, leaves as ``EnvError``.
         """
         episode_id = uuid.uuid4().hex
         finished, body_error = False, None
-        async with self._session_slot():
+        async with self._session_slot(queued):
             try:
                 async with AsyncExitStack() as stack:  # closes the MCP session, then frees the state on the server
                     session = await self._open_with_retries(stack, task, episode_id)
@@ -150,13 +150,14 @@ class EnvClient:
         return cause
 
     @asynccontextmanager
-    async def _session_slot(self) -> AsyncIterator[None]:
+    async def _session_slot(self, queued: Any = None) -> AsyncIterator[None]:
         if self.sessions is None:
             yield
             return
         self.waiting += 1
         try:
-            await self.sessions.acquire()
+            async with queued() if queued is not None else nullcontext():
+                await self.sessions.acquire()
         finally:
             self.waiting -= 1
         try:

@@ -223,6 +223,41 @@ def test_64_episodes_with_a_cap_of_8_never_open_more_than_8(fault_server):
     assert health["episodes"] == 0 and client.waiting == 0  # every episode freed its state
 
 
+def test_batched_turns_go_on_while_episodes_wait_for_a_session(fault_server):
+    """8 episodes, a cap of 2 sessions, two turns each through the generation batcher (a batch waits for every live
+    episode): an episode waiting for a session leaves the batches (``queued``), so every episode ends. Before, the
+    2 holding sessions waited for a batch that needed the 6 waiting for them."""
+    from grpo.episodes import GenerationBatcher
+    from grpo.rollout import Completion, SamplingParams
+
+    class OneToken:  # the batcher's generator (its batches are what is tested): one token per prompt
+        batches: list[int] = []
+
+        def generate(self, prompts, sampling):
+            self.batches.append(len(prompts))
+            return [Completion([1], [0.0], "stop") for _ in prompts]
+
+    client = EnvClient(fault_server.base_url, max_sessions=2)
+    generator = OneToken()
+    batcher = GenerationBatcher(generator, SamplingParams(max_new_tokens=1), live=8)
+
+    async def episode(i: int) -> str:
+        try:
+            async with client.episode(_task(), batcher.queued) as session:
+                for _ in range(2):
+                    await batcher.generate([i], i)
+                    text = (await session.call_tool("echo", {"text": str(i)})).text
+            return text
+        finally:
+            batcher.finished()
+
+    async def go():
+        return await asyncio.wait_for(asyncio.gather(*[episode(i) for i in range(8)]), 30)
+
+    assert asyncio.run(go()) == [json.dumps({"text": str(i)}) for i in range(8)]
+    assert sum(generator.batches) == 16 and max(generator.batches) <= 2 and client.waiting == 0
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
