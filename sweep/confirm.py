@@ -4,7 +4,8 @@ A sweep ranks each setting by one trial: one RL seed, a short horizon. ``confirm
 ``--top`` settings, each with ``--seeds`` fresh RL seeds (same base, same held-out tasks), for ``--steps``
 steps (default: twice the sweep's), as a sweep of its own (``{name}_confirm`` beside it, no early
 stopping, the original's base eval reused), judges it with the same verdict, and says per setting the
-gain of every seed and their mean, and whether the original #1 is still the best. The confirmed winner is
+gain of every seed and their mean over the seeds every setting reached a trained eval on (a setting is never
+judged on fewer seeds than another: ``compared_seeds``), and whether the original #1 is still the best. The confirmed winner is
 exported to ``{sweep}/winner/``: ``trainer.yaml`` (a runnable trainer config: ``sweep train`` it) and
 the newest checkpoint of its best seed; the sweep's report is written again with the confirmation. With
 ``confirm.top`` set in the space file, ``sweep run`` (and ``resume``) end with this stage themselves (``confirm_stage``).
@@ -35,11 +36,23 @@ class SettingResult:
     original_gain: float | None
     gains: list[float | None]  # per fresh seed
     verdicts: list[str]
+    compared: tuple[int, ...] | None = None  # the fresh seeds (positions) the mean is over (``compared_seeds``); None: all
 
     @property
     def mean(self) -> float | None:
-        known = [g for g in self.gains if g is not None]
+        at = range(len(self.gains)) if self.compared is None else self.compared
+        known = [self.gains[i] for i in at if self.gains[i] is not None]
         return fmean(known) if known else None
+
+
+def compared_seeds(results: list[SettingResult]) -> tuple[int, ...]:
+    """The fresh seeds (positions) on which every setting with any gain has one: the settings' means are taken over
+    these alone, so a seed one setting lost (its trial failed or stopped before a trained eval) does not leave it
+    judged on its others while the rest are judged on all (a setting with no gain at all is out of the comparison)."""
+    scored = [r for r in results if any(g is not None for g in r.gains)]
+    if not scored:
+        return ()
+    return tuple(i for i in range(len(scored[0].gains)) if all(r.gains[i] is not None for r in scored))
 
 
 def top_settings(rows: list[dict[str, Any]], top: int) -> list[tuple[int, dict[str, Any], float | None]]:
@@ -91,7 +104,8 @@ def summarize(original: list[tuple[int, dict[str, Any], float | None]], rows: li
     for rank, setting, gain in original:
         runs = by_setting.get(json.dumps({k: v for k, v in setting.items()}, sort_keys=True), {})
         results.append(SettingResult(setting, rank, gain, [runs.get(s, {}).get("gain") for s in seeds], [runs.get(s, {}).get("verdict", "-") for s in seeds]))
-    return results
+    compared = compared_seeds(results)
+    return [SettingResult(**{**r.__dict__, "compared": compared}) for r in results]
 
 
 def holds(results: list[SettingResult]) -> bool:
@@ -126,7 +140,7 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
         trainer.pop(key, None)
     trainer.get("checkpoint", {}).pop("dir", None)
     header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
-              f"{winner.mean:+.3f} over {len(winner.gains)} fresh seeds. Run it: python -m sweep train THIS_FILE\n"
+              f"{winner.mean:+.3f} over {_seeds(winner)}. Run it: python -m sweep train THIS_FILE\n"
               f"# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n"
               f"{machine_paths_note(trainer)}")
     store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
@@ -136,6 +150,11 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
     if checkpoints:
         store.copy((f"{name}_confirm", folder, checkpoints[-1]), (name, WINNER_DIR, "checkpoint"))
     return store.display(name, WINNER_DIR)
+
+
+def _seeds(result: SettingResult) -> str:
+    n = len(result.gains) if result.compared is None else len(result.compared)
+    return f"{n} fresh seed{'s' if n != 1 else ''}"
 
 
 def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
@@ -152,6 +171,8 @@ def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
         table.add_row(str(r.original_rank), setting(r.setting), f"{r.original_gain:+.3f}" if r.original_gain is not None else "-",
                       *gains, f"{r.mean:+.3f}" if r.mean is not None else "-", ", ".join(r.verdicts))
     Console(width=170).print(table)
+    if results and results[0].compared is not None and len(results[0].compared) < len(seeds):
+        print(f"Means over {_seeds(results[0])} of {len(seeds)}: the seeds every setting reached a trained eval on.")
     print("The ranking holds: the sweep's #1 has the best mean gain over fresh seeds." if held else
           "The ranking does not hold: another setting did better over fresh seeds than the sweep's #1.")
 

@@ -123,6 +123,7 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
         bases[key] = bases.get(key) or base
     scores: dict[str, Score] = {}
     keys: dict[str, str] = {}
+    errored = {name for name, status in statuses.items() if status == "error"}
     for key, members in groups.items():
         evals = {t.trial_id: eval_points(t, training)[1] for t in members}
         base = bases[key]
@@ -130,11 +131,10 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
             scores.update({t.trial_id: Score(None) for t in members})
         else:
             finished = {t.trial_id for t in members if statuses.get(t.trial_id) == "finished"}
-            scores.update(score_trials(base, evals, size, common_budget(evals, finished)))
+            scores.update(score_trials(base, evals, size, common_budget(evals, finished), errored=errored))
         keys.update({t.trial_id: key for t in members})
-    scores = _ties_only_beside_the_winner(scores, keys)
+    scores = _ties_only_beside_the_winner(scores, keys, errored)
     by_id = {t.trial_id: t for t in sweep.trials}
-    errored = {name for name, status in statuses.items() if status == "error"}
     evidences = {name: evidence(by_id[name], statuses.get(name, "finished"), training) for name in scores}
     scales = {key: update_scale([(evidences[t.trial_id], scores[t.trial_id]) for t in members], th) for key, members in groups.items()}
     verdicts = {name: verdict(evidences[name], scores[name], th, scales[keys[name]]) for name in scores}
@@ -158,9 +158,9 @@ def _middle_of_the_band(order: list[str], scores: dict[str, Score], verdicts: di
     return [first, *(n for n in order if n != first)], scores
 
 
-def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str]) -> dict[str, Score]:
+def _ties_only_beside_the_winner(scores: dict[str, Score], keys: dict[str, str], errored: set[str]) -> dict[str, Score]:
     """Ties were computed within each base's group: keep them only in the overall winner's group."""
-    first = winner(scores)
+    first = winner(scores, errored)
     if first is None:
         return scores
     return {name: s if keys[name] == keys[first] else Score(**{**s.__dict__, "tied": False}) for name, s in scores.items()}

@@ -134,9 +134,9 @@ def task_interval(counts: Mapping[str, tuple[int, int]], minus: Mapping[str, tup
 
 
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
-                 draws: int = BOOTSTRAP, seed: int = 0) -> dict[str, Score]:
+                 draws: int = BOOTSTRAP, seed: int = 0, errored: set[str] | None = None) -> dict[str, Score]:
     """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's
-    tasks; the winner (``rank``'s first) gets the others' ties."""
+    tasks; the winner (``rank``'s first, ``errored`` trials last) gets the others' ties."""
     tasks = sorted(base.tasks or {})
     windows = {name: window(evals, size, budget) for name, evals in trials.items()}
     paired = bool(tasks) and all(p.tasks for points in windows.values() for p in points)
@@ -160,23 +160,24 @@ def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], siz
         else:
             gain = float(np.mean([p.pass_at_1 for p in points]) - base.pass_at_1)
             scores[name] = Score(gain, steps=tuple(p.step for p in points), budget=budget)
-    return _with_ties(scores, resampled)
+    return _with_ties(scores, resampled, errored)
 
 
-def winner(scores: Mapping[str, Score]) -> str | None:
+def winner(scores: Mapping[str, Score], errored: set[str] | None = None) -> str | None:
     """The best gain by ``rank``'s order among trials with a gain (the one ties are counted against, also between equal
-    gains); the sweep's #1 is chosen among it and its ties (``sweep.verdict.pick``)."""
+    gains; a trial that errored, ranked last, is none); the sweep's #1 is chosen among it and its ties
+    (``sweep.verdict.pick``)."""
     scored = {name: s for name, s in scores.items() if s.gain is not None}
-    return rank(scored)[0] if scored else None
+    return rank(scored, errored)[0] if scored else None
 
 
-def _with_ties(scores: dict[str, Score], resampled: Mapping[str, np.ndarray]) -> dict[str, Score]:
-    first = winner(scores)
+def _with_ties(scores: dict[str, Score], resampled: Mapping[str, np.ndarray], errored: set[str] | None) -> dict[str, Score]:
+    first = winner(scores, errored)
     if first not in resampled:  # no winner, or no per-task results to resample
         return scores
     out = dict(scores)
     for name in resampled:
-        if name != first:
+        if name != first and name not in (errored or ()):  # an errored trial is ranked last, within noise of no one
             lead = resampled[first] - resampled[name]
             out[name] = Score(**{**scores[name].__dict__, "tied": bool(np.nanquantile(lead, TIE_QUANTILE) <= 0)})
     return out

@@ -43,7 +43,13 @@ def verdict_text(ranked: Sequence[tuple[str, Mapping[str, Any], Score, Verdict]]
     start = f" from the base's {base:.3f}" if base is not None else ""
     lead = f"#1 is trial {name} ({setting(config)}): held-out pass@1 {score.gain:+.3f}{start}{spread}; verdict: {top.label}."
     if top.label != "learns":
-        lead += " No trial rose above the base by more than noise."
+        learners = [n for n, _, _, v in ranked[1:] if v.label == "learns"]
+        if learners:  # #1 by gain, yet its own curves say otherwise (a rise that collapsed by its last eval)
+            lead += f" Trials labelled learns rank below it ({', '.join(learners)}): read #1's verdict before taking its setting."
+        elif any(s.moved == "rose" for _, _, s, _ in ranked):
+            lead += " No trial learns."
+        else:
+            lead += " No trial rose above the base by more than noise."
     tied = [n for n, _, s, _ in ranked[1:] if s.tied]
     ahead = [(n, s) for n, _, s, _ in ranked[1:] if s.tied and s.gain is not None and s.gain > score.gain]
     of = "of it"

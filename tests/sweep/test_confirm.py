@@ -36,6 +36,23 @@ def test_the_top_distinct_settings_and_whether_the_ranking_holds():
     assert not holds([SettingResult({}, 1, 0.2, [0.1], ["flat"]), SettingResult({}, 2, 0.1, [0.3], ["learns"])])
 
 
+def test_settings_are_compared_on_the_seeds_every_one_reached_a_trained_eval_on():
+    """#2 lost a seed (its trial failed): its one surviving seed's +0.19 must not beat #1's mean over both seeds; on the
+    seed both have, #1's +0.15 against +0.19 does not hold, and each mean is over that one seed. A setting with no gain
+    at all is out of the comparison and narrows nothing."""
+    from sweep.confirm import compared_seeds
+
+    top = [(1, {"optim.lr": 1e-4}, 0.2), (2, {"optim.lr": 3e-5}, 0.15), (3, {"optim.lr": 1e-2}, 0.1)]
+    gains = ([0.15, 0.16], [0.19, None], [None, None])
+    confirmed = [{"config": {**s, "seed": seed}, "gain": g, "verdict": "learns"}
+                 for (_, s, _), row in zip(top, gains) for seed, g in zip((1000, 1001), row)]
+    results = summarize(top, confirmed, [1000, 1001])
+    assert compared_seeds(results) == (0,) and all(r.compared == (0,) for r in results)
+    assert [r.mean for r in results] == [pytest.approx(0.15), pytest.approx(0.19), None] and not holds(results)
+    both = summarize(top[:1] + top[2:], [c for c in confirmed if c["config"]["optim.lr"] != 3e-5], [1000, 1001])
+    assert [r.mean for r in both] == [pytest.approx(0.155), None] and holds(both)  # the all-None setting narrows nothing
+
+
 def test_the_confirming_sweep_runs_every_setting_with_every_fresh_seed(tmp_path):
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump({

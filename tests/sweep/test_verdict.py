@@ -81,6 +81,34 @@ def test_between_equal_gains_the_ranking_s_first_is_the_winner_and_the_other_is_
         assert not scores["a"].tied and scores["b"].tied
 
 
+def test_a_trial_that_errored_sets_no_ties_and_is_within_noise_of_no_one():
+    """Ranked last, an errored trial is not the gain ties are counted against, whatever its evals showed before it
+    failed: the others' ties are what they are without it."""
+    evals = {"errored": [point(10, 0.62, spread=0.25), point(15, 0.64, spread=0.25)],
+             "winner": [point(10, 0.45, spread=0.25), point(15, 0.46, spread=0.25)],
+             "close": [point(10, 0.44, spread=0.25), point(15, 0.45, spread=0.25)]}
+    scores = score_trials(BASE, evals, size=2, errored={"errored"})
+    assert rank(scores, {"errored"}) == ["winner", "close", "errored"]
+    assert (scores["winner"].tied, scores["close"].tied, scores["errored"].tied) == (False, True, False)
+    counted_against_it = score_trials(BASE, evals, size=2)
+    assert not counted_against_it["close"].tied  # far below the errored trial's gain: what ties were before
+
+
+def test_a_first_that_is_no_learner_says_so_and_names_the_learners_below_it():
+    """#1 by gain labelled too high (its rise collapsed by its last eval) with a learner below it: the verdict names
+    the learner rather than saying no trial rose; with no learner, it says so."""
+    scores = {"collapsed": Score(0.34, 0.27, 0.42, steps=(8, 10)), "learner": Score(0.31, 0.23, 0.39, tied=True, steps=(8, 10)),
+              "flat": Score(0.0, -0.05, 0.05)}
+    verdicts = {"collapsed": Verdict("too high", "", "lower"), "learner": Verdict("learns", ""), "flat": Verdict("flat", "")}
+    text = verdict_text([(k, {}, scores[k], verdicts[k]) for k in ("collapsed", "learner", "flat")], 0.31)
+    assert "verdict: too high. Trials labelled learns rank below it (learner): read #1's verdict" in text
+    assert "No trial rose" not in text
+    none = {**verdicts, "learner": Verdict("undecided", "")}
+    assert "verdict: too high. No trial learns." in verdict_text([(k, {}, scores[k], none[k]) for k in ("collapsed", "learner", "flat")], 0.31)
+    held = {"flat": Score(0.01, -0.04, 0.06)}
+    assert "No trial rose above the base by more than noise." in verdict_text([("flat", {}, held["flat"], verdicts["flat"])], 0.31)
+
+
 def test_a_trials_interval_depends_on_its_evals_not_on_the_other_trials():
     """The same trial's evals get the same interval alone, beside others, and whatever order the sweep
     lists its trials in (trial ids are random per run, so an order-dependent draw would move it)."""
