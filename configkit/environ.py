@@ -73,6 +73,8 @@ TOKENIZERS_PARALLELISM = Variable("TOKENIZERS_PARALLELISM", "false in trials: HF
 HF_HUB_OFFLINE = Variable("HF_HUB_OFFLINE", "1 in trials unless the user set it: a tiny local model must not wait on the hub")
 TUNE_GLOBAL_CHECKPOINT_S = Variable("TUNE_GLOBAL_CHECKPOINT_S", "Tune's experiment snapshot period; 1 s, so a resumed sweep restarts "
                                     "each trial from the checkpoint its last step saved (Tune's default is at least 10 s)")
+TUNE_DISABLE_SIGINT_HANDLER = Variable("TUNE_DISABLE_SIGINT_HANDLER", "1: Ctrl-C stops a sweep's driver as a crash does (resume "
+                                       "continues it); Tune's own handler ends the run as if it had finished, and its leaderboard and confirm stage followed")
 TUNE_FUNCTION_THREAD_TIMEOUT_S = Variable("TUNE_FUNCTION_THREAD_TIMEOUT_S", "how long a reused trial process waits for a stopped "
                                           "trial's step to end; 120 s, where Tune's 2 s would fail the next trial")
 WANDB_MODE = Variable("WANDB_MODE", "offline/disabled before ray.init, or Ray asks the driver for an API key")

@@ -16,6 +16,7 @@ and how many rounds it rolls out is ``grpo.dynamic``'s (dynamic sampling).
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -140,7 +141,10 @@ def start_process(cfg: TrainerConfig) -> Ranks:
     check_world(cfg, ranks)
     if cfg.output_dir and ranks.main:
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.output_dir) / "trainer_config.json").write_text(cfg.model_dump_json(indent=2))
+        saved = Path(cfg.output_dir) / "trainer_config.json"
+        partial = saved.with_name(f"{saved.name}.partial-{os.getpid()}")  # whole or not at all: the report parses it
+        partial.write_text(cfg.model_dump_json(indent=2))
+        partial.replace(saved)
     return ranks
 
 

@@ -290,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stopped:
+        if not getattr(stopped, "uri", None):  # only sweep.run.Interrupted names a sweep to continue
+            raise
+        print(f"interrupted: the sweep stopped where its last snapshot and checkpoints left it; continue it with "
+              f"`python -m sweep resume {stopped.uri}`", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

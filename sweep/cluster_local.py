@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     derive_cmd.add_argument("--ray-port", action="append", default=[], metavar="FLAG=PORT",
                             help=f"a `ray start` port, repeat for each ({', '.join(HEAD_PORT_FLAGS)}); unset ones keep cluster.yaml's")
     derive_cmd.add_argument("-o", "--output", type=Path, required=True)
+    derive_cmd.add_argument("--force", action="store_true", help="replace the --output file if it exists (refused without it)")
     relay_cmd = commands.add_parser("relay", help="ProxyCommand: pipe stdin/stdout to HOST:PORT")
     relay_cmd.add_argument("host")
     relay_cmd.add_argument("port", type=int)
@@ -180,6 +181,12 @@ def main(argv: list[str] | None = None) -> None:
                                 ports=ray_ports(args.ray_port), cluster_name=args.cluster_name)
     except ValueError as e:
         derive_cmd.error(str(e))
+    if not args.cluster_yaml.is_file():
+        derive_cmd.error(f"{args.cluster_yaml}: no such file (the cluster.yaml to derive from)")
+    if args.output.resolve() == args.cluster_yaml.resolve():
+        derive_cmd.error(f"-o {args.output} is the cluster.yaml it derives from: write the derived config to another file")
+    if args.output.exists() and not args.force:
+        derive_cmd.error(f"-o {args.output} exists: give --force to replace it, or another file")
     config = derive(yaml.safe_load(args.cluster_yaml.read_text()), machines)
     args.output.write_text(f"# Derived from {args.cluster_yaml} by python -m sweep.cluster_local (README, 'Going to a cluster')\n"
                            + yaml.safe_dump(config, sort_keys=False))

@@ -177,9 +177,12 @@ def render(results: list[SettingResult], seeds: list[int], held: bool) -> None:
           "The ranking does not hold: another setting did better over fresh seeds than the sweep's #1.")
 
 
-def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False, watch=None) -> int:
-    from sweep.resume import load_config
-    from sweep.run import run_sweep, write_report
+def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None, fresh: bool = False, watch=None,
+                cut_short: bool = False) -> int:
+    """``cut_short``: continue the confirming sweep a driver left unfinished (``sweep resume``: its state there, no
+    ``confirm.json``), when it confirms the same settings over the same seeds and steps; else start it (over, ``fresh``)."""
+    from sweep.resume import STATE_FILE, experiment_uri, load_config
+    from sweep.run import resume_sweep, run_sweep, write_report
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -193,7 +196,11 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
         raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")
     fresh_seeds = [CONFIRM_SEED_BASE + i for i in range(seeds)]
     confirm = confirm_config(cfg, [s for _, s, _ in original], fresh_seeds, steps or 2 * cfg.trainer.total_steps, f"{store.display(name)}/{cfg.name}_confirm")
-    status = run_sweep(confirm, fresh=fresh, space=f"sweep confirm {uri}", base_evals_from=name, watch=watch)
+    if cut_short and store.exists(confirm.name, STATE_FILE) and _same_confirmation(load_config(store, confirm.name), confirm):
+        print(f"confirm stage: continuing {store.display(confirm.name)}, which its driver left unfinished", flush=True)
+        status = resume_sweep(experiment_uri(store.uri, confirm.name), watch=watch)
+    else:
+        status = run_sweep(confirm, fresh=fresh, base_evals_from=name, watch=watch, start_over=f"python -m sweep confirm {uri} --fresh")
     confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
     results = summarize(original, confirmed, fresh_seeds)
     held = holds(results)
@@ -208,13 +215,20 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     return status
 
 
+def _same_confirmation(saved: SweepConfig, confirm: SweepConfig) -> bool:
+    """Whether a confirming sweep already in storage runs what ``confirm`` would: the same settings and seeds (the
+    listed points) over the same steps. A sweep resumed after retrying its errored trials may rank others first."""
+    return (saved.search.points_to_evaluate == confirm.search.points_to_evaluate
+            and saved.trainer.total_steps == confirm.trainer.total_steps)
+
+
 def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: SweepConfig | None = None) -> int:
     """After ``sweep run`` (or ``resume``) of the sweep at ``uri``, with its ``confirm.top`` set and the sweep run:
     its top settings again with fresh seeds (``run_confirm``, as ``sweep confirm`` runs them), the winner exported,
     and the sweep's report written again with the confirmation. ``cfg``: the sweep's config when the caller holds
     it (``run``); else its saved config is read, and parsed only when it asks for the stage. ``again`` False: not
-    when a confirmation is already there (a resumed sweep that had confirmed). The sweep's own results stand
-    whatever happens here."""
+    when a confirmation is already there (a resumed sweep that had confirmed), and a confirming sweep cut short (its
+    driver died) is continued, not started over. The sweep's own results stand whatever happens here."""
     if status != 0 or (cfg is not None and cfg.confirm.top == 0):
         return status
     from sweep.resume import load_config
@@ -231,8 +245,12 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
         return status
     print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
           f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
+    from sweep.run import Interrupted
+
     try:
-        confirmed = run_confirm(uri, cfg.confirm.top, cfg.confirm.seeds, cfg.confirm.steps, fresh=True, watch=watch)
+        confirmed = run_confirm(uri, cfg.confirm.top, cfg.confirm.seeds, cfg.confirm.steps, fresh=True, watch=watch, cut_short=not again)
+    except Interrupted:  # the stage's own sweep stopped: resuming the sweep continues it and then confirms
+        raise Interrupted(uri) from None
     except ConfigError as exc:  # nothing to confirm (no trial reached a trained eval): said, not raised
         print(f"confirm stage skipped: {exc}", flush=True)
         return status

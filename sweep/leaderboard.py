@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from configkit.base import ConfigError
 from grpo.metrics import shown_values
 from sweep.store.results import trial_history, trial_id_of
 from sweep.store.storage import Storage
@@ -77,6 +79,9 @@ def judged_rows(fates: list[TrialRow], store: Storage, name: str) -> list[dict[s
     try:
         sweep = load_sweep(SweepStore(experiment_uri(store.uri, name)))
     except FileNotFoundError:  # no trial wrote a result: nothing to judge, only their fates to say
+        return [asdict(r) for r in fates]
+    except ConfigError as exc:  # a damaged record: the sweep's end still says every trial's fate, and why no verdict
+        print(f"leaderboard: the trials' results could not be judged ({exc}); it holds their fates alone", file=sys.stderr, flush=True)
         return [asdict(r) for r in fates]
     judged = judge(sweep, {r.trial: r.status for r in fates})
     rows = [{**row(j, by_id[j.trial_id].config if j.trial_id in by_id else {}), **_fate(by_id.get(j.trial_id))} for j in judged]

@@ -44,9 +44,10 @@ def foreign_entries(store: Storage, name: str) -> list[str]:
     return [entry for entry in store.entries(name) if entry not in OWN_BEFORE_CONFIG and not entry.startswith(CONFIG_FILE + PARTIAL)]
 
 
-def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:
+def start_fresh(store: Storage, name: str, fresh: bool, space: str, start_over: str | None = None) -> None:
     """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study), and a folder of
-    the sweep's name that holds anything else always: it is not ours to delete."""
+    the sweep's name that holds anything else always: it is not ours to delete. ``start_over``: the command that
+    starts this sweep over, for the refusal (default: ``sweep run`` of ``space`` with ``--fresh``)."""
     foreign = foreign_entries(store, name)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
@@ -58,7 +59,7 @@ def start_fresh(store: Storage, name: str, fresh: bool, space: str) -> None:
         raise ConfigError(
             f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
             f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
-            f"`python -m sweep run {space} --fresh` (deletes it)"
+            f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
         )
     store.delete_dir(name)
     optuna_db_path(store, name).unlink(missing_ok=True)  # a local study left from an earlier run of this name
@@ -81,6 +82,31 @@ def forget_failed_start(store: Storage, name: str) -> None:
             store.delete_dir(name)
     except OSError as exc:  # the first error is the one to show; say what is left
         print(f"{store.display(name)} could not be removed ({exc}); `python -m sweep run ...` starts over there", file=sys.stderr)
+
+
+SNAPSHOT_PREFIX = "experiment_state-"  # Tune's snapshot of the sweep: experiment_state-{time}.json
+
+
+def check_snapshot(store: Storage, name: str) -> None:
+    """Before a resume: Tune's newest snapshot of the sweep is there and reads as JSON. Tune, finding none or a damaged
+    one, logs it and starts the whole sweep over in the same folder (its old trials beside the new, one study for
+    both); refused here instead, saying what is there."""
+    import json
+
+    where = store.display(name)
+    snapshots = sorted(e for e in store.entries(name) if e.startswith(SNAPSHOT_PREFIX) and e.endswith(".json"))
+    if not snapshots:
+        raise ConfigError(f"{where}: Tune saved no snapshot of this sweep (no {SNAPSHOT_PREFIX}*.json): its driver stopped before "
+                          "the first trial began, so there is nothing to continue; start it over with `python -m sweep run SPACE --fresh`")
+    try:
+        json.loads(store.read_text(name, snapshots[-1]))
+    except OSError as exc:
+        raise ConfigError(f"{where}/{snapshots[-1]}: could not be read ({exc.strerror or type(exc).__name__}); check access to the "
+                          "storage and try again") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{where}/{snapshots[-1]}: Tune's newest snapshot of the sweep is damaged ({type(exc).__name__}), and Tune "
+                          f"would start the sweep over beside its trials; move that file away to resume from the one before it"
+                          + (f" ({snapshots[-2]})" if len(snapshots) > 1 else " (there is none: start over with `python -m sweep run SPACE --fresh`)")) from None
 
 
 def save_config(store: Storage, cfg: SweepConfig) -> None:

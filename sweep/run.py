@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 
 
 def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_evals_from: str | None = None,
-              watch: Watch | None = None) -> int:
+              watch: Watch | None = None, start_over: str | None = None) -> int:
     """Run a validated sweep on a local Ray, print and save the leaderboard; 1 if every trial failed.
 
     A sweep of the same name already in storage is refused (``sweep resume`` continues it) unless ``fresh``.
     ``base_evals_from``: another sweep in the same storage whose base evals this one shares (``sweep confirm``).
     ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.watch.live_server``).
+    ``start_over``: the command the refusal names to start it over (default: ``sweep run`` of ``space`` with ``--fresh``).
     """
     from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
     from sweep.store.storage import BASE_EVALS_DIR
@@ -39,7 +40,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     check_machine(cfg)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
-    start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space)
+    start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
     try:
         if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
             store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
@@ -59,7 +60,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
-    from sweep.resume import experiment_uri, load_config
+    from sweep.resume import check_snapshot, experiment_uri, load_config
     from sweep.store.results import keep_before_resume
     from sweep.store.storage import split_experiment
     from sweep.store.study import pull_study
@@ -68,6 +69,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
+    check_snapshot(store, name)
     check_machine(cfg)
     prepare_environment()
     prepare_bases(cfg, store)
@@ -101,12 +103,26 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     watch = watch or default_watch()
     live = start_live_page(cfg, store, watch)
     try:
-        results = _fit(cfg, make_tuner, watch)
+        try:
+            results = _fit(cfg, make_tuner, watch)
+        except KeyboardInterrupt:
+            from sweep.resume import experiment_uri
+
+            raise Interrupted(experiment_uri(store.uri, cfg.name)) from None
         status = _leaderboard_and_report(cfg, store, results, live)
     finally:
         if live is not None:
             live.close()
     return status
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a sweep ran: it stops as a driver that died does (no leaderboard, report or confirm stage for a
+    sweep that did not end); ``uri``: the sweep ``resume`` continues."""
+
+    def __init__(self, uri: str):
+        super().__init__(uri)
+        self.uri = uri
 
 
 def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
@@ -207,6 +223,7 @@ def prepare_environment() -> None:
     if environ.GRPO_SWEEP_CACHE.is_set():  # trials run in their own directories
         environ.GRPO_SWEEP_CACHE.set(str(Path(environ.GRPO_SWEEP_CACHE.get() or "").expanduser().resolve()))
     snapshot_often()
+    environ.TUNE_DISABLE_SIGINT_HANDLER.set("1")  # Ctrl-C: ``Interrupted``, not a run that looks finished
 
 
 def check_machine(cfg: SweepConfig) -> None:

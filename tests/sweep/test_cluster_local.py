@@ -125,3 +125,24 @@ def test_relay_pipes_both_ways():
     done = subprocess.run(relay, input=b"ssh-2.0 hello\n", capture_output=True, timeout=30)
     server.close()
     assert done.returncode == 0 and done.stdout == b"SSH-2.0 HELLO\n", done.stderr
+
+
+def test_cli_never_writes_over_a_file_unasked_nor_over_its_own_input(tmp_path, capsys):
+    """-o onto cluster.yaml itself replaced it with the derived config (123 lines became 37); an existing -o file is
+    replaced only with --force; a missing cluster.yaml is named, not a traceback."""
+    import shutil
+
+    source = tmp_path / "cluster.yaml"
+    shutil.copy(CLUSTER, source)
+    out = tmp_path / "local.yaml"
+    out.write_text("mine\n")
+    for args, named in ((["-o", str(source), "--force"], "is the cluster.yaml it derives from"), (["-o", str(out)], "exists: give --force"),
+                        (["-o", str(tmp_path / "new.yaml"), "--cluster-name", "x"], "no such file")):
+        given = str(tmp_path / "absent.yaml") if named == "no such file" else str(source)
+        with pytest.raises(SystemExit) as exit_:
+            main(["derive", given, "--head-ip", "10.0.0.1", *args])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and named in err and "Traceback" not in err, err
+    assert source.read_text() == CLUSTER.read_text() and out.read_text() == "mine\n" and not (tmp_path / "new.yaml").exists()
+    main(["derive", str(source), "--head-ip", "10.0.0.1", "-o", str(out), "--force"])
+    assert yaml.safe_load(out.read_text())["provider"]["head_ip"] == "10.0.0.1"

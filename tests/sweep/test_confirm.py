@@ -131,3 +131,20 @@ def test_confirm_a_sweep_and_train_its_exported_winner(tmp_path, private_cache):
     trained = subprocess.run([sys.executable, "-m", "sweep", "train", str(winner / "trainer.yaml"), "--set", "total_steps=1"],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert trained.returncode == 0 and "step 1:" in trained.stdout, trained.stderr[-2000:]
+
+    # a driver that died in the confirm stage (its sweep there, no confirm.json): resume continues it, never starts it over
+    confirming = tmp_path / "results" / "c_confirm"
+    trials = sorted(p.name for p in confirming.iterdir() if p.is_dir() and p.name.startswith("run_trial_"))
+    (tmp_path / "results" / "c" / "confirm.json").unlink()
+    refused = subprocess.run([sys.executable, "-m", "sweep", "confirm", str(tmp_path / "results" / "c")], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and f"`python -m sweep confirm {tmp_path / 'results' / 'c'} --fresh` (deletes it)" in refused.stderr, refused.stderr
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    env["RAY_TMPDIR"] = ray_tmp
+    try:
+        resumed = sweep("resume", str(tmp_path / "results" / "c"))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert f"confirm stage: continuing {confirming}, which its driver left unfinished" in resumed.stdout
+    assert sorted(p.name for p in confirming.iterdir() if p.is_dir() and p.name.startswith("run_trial_")) == trials and len(trials) == 2
+    assert json.loads((tmp_path / "results" / "c" / "confirm.json").read_text())["settings"] == summary["settings"]

@@ -135,3 +135,19 @@ def test_the_scores_placeholders_are_no_first_or_best_value(tmp_path):
     row = leaderboard.trial_row(result, "eval/score", "max", 4, [])
     assert (row.first_metric, row.best_metric, row.steps) == (-0.1, -0.05, 4)
     assert leaderboard.trial_row(result, "eval/score", "min", 4, []).best_metric == -0.1
+
+
+def test_a_damaged_record_leaves_the_leaderboard_with_every_trials_fate(tmp_path, capsys):
+    """A trial's params.json cut by a kill mid-write: the sweep's end still writes a row per trial (its fate from
+    Tune) and says why there is no verdict, instead of leaving no leaderboard at all."""
+    from sweep.store.storage import open_storage
+
+    trial = restarted_trial(tmp_path)
+    (trial / "params.json").write_text('{"optim.lr": 0.00')
+    result = SimpleNamespace(path=str(trial), filesystem=LocalFileSystem(), metrics={"trial_id": "abcde_00000"},
+                             config={"optim.lr": 1e-3}, error="ValueError: x", metrics_dataframe=None)
+    fate = leaderboard.trial_row(result, METRIC, "max", 6, ["optim.lr"])
+    rows = leaderboard.judged_rows([fate], open_storage(str(tmp_path)), "sweep")
+    assert [(r["trial"], r["status"], r["restarts"]) for r in rows] == [("abcde_00000", "error", 1)]
+    said = capsys.readouterr().err
+    assert "leaderboard: the trials' results could not be judged" in said and "params.json" in said

@@ -249,3 +249,41 @@ def test_a_trial_that_finished_after_tunes_last_snapshot_is_not_run_again(tmp_pa
     assert {r["step"]: r["timestamp"] for r in trial_history(trial, store.fs)} == ran  # and no step ran again
     rows = json.loads(store.read_text("resume", "leaderboard.json"))
     assert [(r["status"], r["steps"]) for r in rows] == [("finished", STEPS)], rows
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_ctrl_c_stops_a_sweep_for_resume_and_judges_nothing(tmp_path, private_cache):
+    """Ctrl-C (SIGINT to the driver's process group, as a terminal sends it) once a trial has reported: the driver exits
+    130 naming the resume command, with no leaderboard (Tune's own handler ended the run as if it had finished: a
+    leaderboard, report and confirm stage of a sweep cut short, exit 0); ``sweep resume`` then runs it to its end."""
+    import signal
+
+    storage = tmp_path / "results"
+    store = open_storage(str(storage))
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(yaml.safe_dump(space(str(storage))))
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(private_cache)}
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    log = tmp_path / "run.log"
+    try:
+        driver = run_cli(["run", str(space_file), "--no-dashboard", "--no-live"], env, ROOT, ray_tmp, log)
+        try:
+            deadline = time.monotonic() + 600
+            while not any(raw_rows(store, t) for t in trial_dirs(store)):
+                assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(0.2)
+            os.killpg(driver.pid, signal.SIGINT)
+            code = driver.wait(timeout=180)
+        finally:
+            kill_group(driver)
+            kill_by_env("RAY_TMPDIR", ray_tmp)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    said = log.read_text()
+    assert code == 130, said[-4000:]
+    assert f"interrupted: the sweep stopped where its last snapshot and checkpoints left it; continue it with `python -m sweep resume {storage / 'resume'}`" in said
+    assert not (storage / "resume" / "leaderboard.json").exists() and (storage / "resume" / "tuner.pkl").exists()
+    assert resume(str(storage / "resume"), env, ROOT, tmp_path / "resume.log") == 0, (tmp_path / "resume.log").read_text()[-4000:]
+    rows = json.loads((storage / "resume" / "leaderboard.json").read_text())
+    assert len(rows) == 2 and all(r["steps"] == STEPS for r in rows), rows

@@ -196,3 +196,21 @@ def test_a_record_rewritten_while_read_is_always_read_whole_and_a_cut_one_is_ski
     assert seen == [[1]] * 200  # never empty, never a JSON error; the temporaries are not records
     (steps / "step_000002.json").write_text('{"step": 2, "reward')  # a record cut by a kill (older sweeps)
     assert sorted(recorded_steps(tmp_path / "trial")) == [1]
+
+
+def test_resume_refuses_a_sweep_without_a_readable_snapshot(tmp_path):
+    """Tune, finding no snapshot of the sweep or a damaged newest one, starts the whole sweep over in its folder: the
+    resume is refused first, naming the file, with the way on; a sweep with a whole newest snapshot passes."""
+    from sweep.resume import check_snapshot
+
+    store = open_storage(str(tmp_path / "results"))
+    store.write_text("state", "demo", "tuner.pkl")
+    with pytest.raises(ConfigError, match=r"Tune saved no snapshot of this sweep \(no experiment_state-\*\.json\).*--fresh"):
+        check_snapshot(store, "demo")
+    store.write_text('{"trials": []}', "demo", "experiment_state-2026-12-02_10-00-00.json")
+    check_snapshot(store, "demo")
+    store.write_text('{"trials": [', "demo", "experiment_state-2026-12-02_10-00-09.json")  # cut by a kill mid-upload
+    with pytest.raises(ConfigError) as err:
+        check_snapshot(store, "demo")
+    assert "experiment_state-2026-12-02_10-00-09.json: Tune's newest snapshot of the sweep is damaged (JSONDecodeError)" in str(err.value)
+    assert "(experiment_state-2026-12-02_10-00-00.json)" in str(err.value)
