@@ -215,6 +215,17 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     return status
 
 
+def confirmation_is_current(store: Storage, name: str, top: int) -> bool:
+    """Whether the sweep's ``confirm.json`` confirmed the top settings its leaderboard ranks now (a resume that retried
+    errored trials may rank others first, and a confirmation of the old ones would stand in the report)."""
+    try:
+        confirmed = json.loads(store.read_text(name, "confirm.json"))
+        rows = json.loads(store.read_text(name, "leaderboard.json"))
+        return [s["setting"] for s in confirmed["settings"]] == [s for _, s, _ in top_settings(rows, top)]
+    except (OSError, ValueError, KeyError, TypeError):  # unreadable or damaged: confirmed again
+        return False
+
+
 def _same_confirmation(saved: SweepConfig, confirm: SweepConfig) -> bool:
     """Whether a confirming sweep already in storage runs what ``confirm`` would: the same settings and seeds (the
     listed points) over the same steps. A sweep resumed after retrying its errored trials may rank others first."""
@@ -241,8 +252,13 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
         if not (saved.get("confirm") or {}).get("top"):
             return status
         cfg = load_config(store, name)
-    if cfg.confirm.top == 0 or (not again and store.exists(name, "confirm.json")):
+    if cfg.confirm.top == 0:
         return status
+    if not again and store.exists(name, "confirm.json"):
+        if confirmation_is_current(store, name, cfg.confirm.top):
+            return status
+        print(f"confirm stage: {store.display(name, 'confirm.json')} confirmed other settings than the sweep's top "
+              f"{cfg.confirm.top} now (the resumed trials moved the ranking): confirming again", flush=True)
     print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
           f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
     from sweep.run import Interrupted

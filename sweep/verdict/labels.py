@@ -198,6 +198,11 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
     if s.gain is None:
         if t.status == "error":
             return Verdict("error", t.error or "the trial failed before its first trained eval")
+        late = [e for e in sorted(t.evals, key=lambda e: e.step) if e.step >= 1 and e.episodes is not None]
+        if s.budget is not None and late:  # n swept: its first trained eval cost more episodes than the cheapest trial's whole run
+            return Verdict("no eval", f"its first trained eval (step {late[0].step}, {late[0].episodes:.0f} episodes) came after the sweep's "
+                                      f"common budget of {s.budget:.0f} episodes (the cheapest finished trial's: trials are compared at "
+                                      "equal episodes), so it has none to compare; an eval interval of fewer steps would give it one")
         return Verdict("no eval", f"{t.status} before its first trained eval: nothing held out to judge")
     collapsed = _collapse(t, th)
     if s.moved == "fell":

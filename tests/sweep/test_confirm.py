@@ -53,6 +53,24 @@ def test_settings_are_compared_on_the_seeds_every_one_reached_a_trained_eval_on(
     assert [r.mean for r in both] == [pytest.approx(0.155), None] and holds(both)  # the all-None setting narrows nothing
 
 
+def test_a_confirmation_counts_only_while_it_confirmed_the_sweeps_top_settings(tmp_path):
+    """A sweep resumed after it confirmed (to retry errored trials) may rank others first: its confirm.json then
+    confirmed other settings, and the resumed sweep's confirm stage runs again instead of keeping it."""
+    from sweep.confirm import confirmation_is_current
+    from sweep.store.storage import open_storage
+
+    store = open_storage(str(tmp_path))
+    store.write_text(json.dumps(ROWS), "s", "leaderboard.json")
+    settings = [{"setting": s, "original_rank": r} for r, s, _ in top_settings(ROWS, 2)]
+    store.write_text(json.dumps({"holds": True, "settings": settings}), "s", "confirm.json")
+    assert confirmation_is_current(store, "s", 2)
+    moved = [ROWS[2], ROWS[0], ROWS[1], ROWS[3]]  # the resumed trials put lr 3e-5 first
+    store.write_text(json.dumps(moved), "s", "leaderboard.json")
+    assert not confirmation_is_current(store, "s", 2)
+    store.write_text("{", "s", "confirm.json")
+    assert not confirmation_is_current(store, "s", 2)  # damaged: confirmed again
+
+
 def test_the_confirming_sweep_runs_every_setting_with_every_fresh_seed(tmp_path):
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump({

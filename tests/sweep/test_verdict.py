@@ -128,6 +128,12 @@ def test_trials_that_spend_more_per_step_are_compared_at_equal_episodes():
     budget = common_budget({"cheap": cheap, "dear": dear}, finished={"cheap", "dear"})
     assert budget == 320 and [p.step for p in window(dear, 2, budget)] == [5]
     assert common_budget({"a": cheap, "b": cheap}, finished={"a", "b"}) is None  # equal cost: no cut
+    dearest = [point(5, 0.5, episodes=1280), point(10, 0.6, episodes=2560)]  # n 8x the cheap trial's: its first eval is past 320
+    scores = score_trials(BASE, {"cheap": cheap, "dearest": dearest}, size=2, budget=budget)
+    said = verdict(TrialEvidence("dearest", evals=dearest, base=BASE), scores["dearest"])
+    assert scores["dearest"].gain is None and said.label == "no eval"
+    assert said.why.startswith("its first trained eval (step 5, 1280 episodes) came after the sweep's common budget of 320 episodes")
+    assert "before its first trained eval" in verdict(TrialEvidence("x", status="stopped early", base=BASE), Score(None, budget=320)).why
 
 
 def test_one_label_per_trial_even_where_the_old_rules_contradicted():
