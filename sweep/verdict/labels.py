@@ -192,18 +192,24 @@ def _against_words(c: Comparison, norm: str, what: str) -> str:
             f"({c.learner_kl:.1e}), {what}")
 
 
+def _unscored(t: TrialEvidence, s: Score) -> Verdict:
+    """A trial with no trained eval to score: it failed, stopped before one, or (``n`` swept) its first cost more
+    episodes than the sweep's common budget."""
+    if t.status == "error":
+        return Verdict("error", t.error or "the trial failed before its first trained eval")
+    late = [e for e in sorted(t.evals, key=lambda e: e.step) if e.step >= 1 and e.episodes is not None]
+    if s.budget is not None and late:  # its first trained eval cost more episodes than the cheapest trial's whole run
+        return Verdict("no eval", f"its first trained eval (step {late[0].step}, {late[0].episodes:.0f} episodes) came after the sweep's "
+                                  f"common budget of {s.budget:.0f} episodes (the cheapest finished trial's: trials are compared at "
+                                  "equal episodes), so it has none to compare; an eval interval of fewer steps would give it one")
+    return Verdict("no eval", f"{t.status} before its first trained eval: nothing held out to judge")
+
+
 def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
     """The first rule that holds, in the module's order; ``scale``: the sweep's own update size (``update_scale``)."""
     th = th or Thresholds()
     if s.gain is None:
-        if t.status == "error":
-            return Verdict("error", t.error or "the trial failed before its first trained eval")
-        late = [e for e in sorted(t.evals, key=lambda e: e.step) if e.step >= 1 and e.episodes is not None]
-        if s.budget is not None and late:  # n swept: its first trained eval cost more episodes than the cheapest trial's whole run
-            return Verdict("no eval", f"its first trained eval (step {late[0].step}, {late[0].episodes:.0f} episodes) came after the sweep's "
-                                      f"common budget of {s.budget:.0f} episodes (the cheapest finished trial's: trials are compared at "
-                                      "equal episodes), so it has none to compare; an eval interval of fewer steps would give it one")
-        return Verdict("no eval", f"{t.status} before its first trained eval: nothing held out to judge")
+        return _unscored(t, s)
     collapsed = _collapse(t, th)
     if s.moved == "fell":
         return Verdict("too high", f"held-out pass@1 fell below the base: {_interval(s)}{_blowup(t, th)}; lower the LR or raise kl_coef", "lower")
