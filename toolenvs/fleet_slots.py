@@ -11,7 +11,6 @@ out: caps across sweeps sharing one key (each sweep has its own actor).
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -28,6 +27,8 @@ class Slots:
         self.leases: dict[str, float] = {}  # lease -> when it expires
         self.peak = 0
         self._changed: asyncio.Condition | None = None
+        self._granted: dict[str, str] = {}  # a named request -> its lease, while the lease is out
+        self._abandoned: set[str] = set()  # named requests whose caller stopped waiting before they were granted
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:
@@ -39,23 +40,42 @@ class Slots:
         for lease in [lease for lease, until in self.leases.items() if until <= now]:
             del self.leases[lease]
 
-    async def acquire(self) -> str:
+    async def acquire(self, request: str | None = None) -> str | None:
+        """A lease; ``request``: a name the caller can ``abandon`` it by (then None, or the lease released)."""
         async with self._condition():
             while True:
                 self._reclaim()
+                if request is not None and request in self._abandoned:
+                    self._abandoned.discard(request)
+                    return None
                 if len(self.leases) < self.size:
                     lease = uuid.uuid4().hex
                     self.leases[lease] = time.monotonic() + self.lease_s
                     self.peak = max(self.peak, len(self.leases))
+                    if request is not None:
+                        self._granted[request] = lease
                     return lease
                 try:  # woken by a release, or after a second to reclaim an expired lease
                     await asyncio.wait_for(self._condition().wait(), timeout=1.0)
                 except TimeoutError:
                     pass
 
+    async def abandon(self, request: str) -> None:
+        """The caller of ``acquire(request)`` stopped waiting (its episode was cancelled): a lease granted to it is
+        released, and a wait still under way ends without one. Whatever order the two calls arrive in, no slot is lost."""
+        async with self._condition():
+            lease = self._granted.pop(request, None)
+            if lease is None:
+                self._abandoned.add(request)
+            else:
+                self.leases.pop(lease, None)
+            self._condition().notify_all()
+
     async def release(self, lease: str) -> None:
         async with self._condition():
             self.leases.pop(lease, None)
+            for request in [r for r, granted in self._granted.items() if granted == lease]:
+                del self._granted[request]
             self._condition().notify_all()
 
     def stats(self) -> dict[str, int]:
@@ -93,24 +113,15 @@ class RaySlots:
         self.actor = actor
 
     async def acquire(self) -> str:
-        """A lease. Cancelled while it waits (its episode was: another failed the rollout), the wait ends in the actor
-        too (Ray would let it run on and take a slot no one returns until ``lease_s``), and a lease granted in the
-        meantime goes back."""
-        import ray
-
-        ref = self.actor.acquire.remote()
+        """A lease. Cancelled while it waits (its episode was: another failed the rollout), it abandons its request in
+        the actor (Ray would let the actor's wait run on and take a slot no one returns until ``lease_s``): the wait
+        ends there, or the lease granted meanwhile goes back, whichever came first."""
+        request = uuid.uuid4().hex
         try:
-            return await ref
+            return await self.actor.acquire.remote(request)
         except asyncio.CancelledError:
-            ray.cancel(ref)
-            ref.future().add_done_callback(self._returned)
+            self.actor.abandon.remote(request)
             raise
-
-    def _returned(self, granted: Any) -> None:
-        """A cancelled wait's outcome, in Ray's callback thread: a lease it got anyway is released (from a thread of
-        its own: this one must not block on Ray)."""
-        if not granted.cancelled() and granted.exception() is None:
-            threading.Thread(target=self.actor.release.remote, args=(granted.result(),), daemon=True).start()
 
     async def release(self, lease: str) -> None:
         await self.actor.release.remote(lease)

@@ -38,6 +38,28 @@ def test_a_lease_never_returned_expires():
     assert 0.2 <= waited < 2.5
 
 
+def test_an_abandoned_request_loses_no_slot_whichever_comes_first():
+    """A caller that stops waiting abandons its named request: a wait under way ends without a lease, and a lease
+    already granted (the grant won the race with the abandon) goes back."""
+
+    async def go():
+        slots = Slots(size=1, lease_s=60)
+        held = await slots.acquire()
+        waiting = asyncio.create_task(slots.acquire("r1"))
+        await asyncio.sleep(0.05)
+        await slots.abandon("r1")
+        await slots.release(held)
+        assert await asyncio.wait_for(waiting, 2.0) is None and slots.stats()["open"] == 0
+        granted = await slots.acquire("r2")  # granted before its caller gave up
+        assert granted and slots.stats()["open"] == 1
+        await slots.abandon("r2")
+        assert slots.stats()["open"] == 0 and await asyncio.wait_for(slots.acquire(), 1.0)
+        await slots.abandon("never-asked")  # an abandon for a request that never came ends it when it comes
+        assert await asyncio.wait_for(slots.acquire("never-asked"), 2.0) is None
+
+    asyncio.run(go())
+
+
 def test_trials_of_one_sweep_share_its_cap_through_ray(tmp_path):
     """The driver starts the actor; tasks in its namespace find it and never hold more than the cap."""
     import ray
