@@ -10,6 +10,8 @@ least 10 s); the Optuna searcher copies its study to storage each time Tune save
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from configkit import environ
 from configkit.base import ConfigError
@@ -91,22 +93,29 @@ def check_snapshot(store: Storage, name: str) -> None:
     """Before a resume: Tune's newest snapshot of the sweep is there and reads as JSON. Tune, finding none or a damaged
     one, logs it and starts the whole sweep over in the same folder (its old trials beside the new, one study for
     both); refused here instead, saying what is there."""
-    import json
-
     where = store.display(name)
     snapshots = sorted(e for e in store.entries(name) if e.startswith(SNAPSHOT_PREFIX) and e.endswith(".json"))
     if not snapshots:
         raise ConfigError(f"{where}: Tune saved no snapshot of this sweep (no {SNAPSHOT_PREFIX}*.json): its driver stopped before "
                           "the first trial began, so there is nothing to continue; start it over with `python -m sweep run SPACE --fresh`")
+    before = f" ({snapshots[-2]})" if len(snapshots) > 1 else " (there is none: start over with `python -m sweep run SPACE --fresh`)"
+    _json_record(store, name, snapshots[-1], lambda why: (
+        f"{where}/{snapshots[-1]}: Tune's newest snapshot of the sweep is damaged ({why}), and Tune would start the sweep over "
+        f"beside its trials; move that file away to resume from the one before it{before}"))
+
+
+def _json_record(store: Storage, name: str, file: str, damaged: Callable[[str], str]) -> Any:
+    """The sweep's JSON record ``file``; unreadable storage or a damaged file (``damaged`` of why: the message) is a
+    ConfigError, never a traceback."""
+    import json
+
     try:
-        json.loads(store.read_text(name, snapshots[-1]))
-    except OSError as exc:
-        raise ConfigError(f"{where}/{snapshots[-1]}: could not be read ({exc.strerror or type(exc).__name__}); check access to the "
-                          "storage and try again") from None
+        return json.loads(store.read_text(name, file))
+    except OSError as exc:  # the storage, not the file: the sweep is kept
+        raise ConfigError(f"{store.display(name)}/{file}: could not be read ({exc.strerror or type(exc).__name__}); check access to "
+                          "the storage and try again") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{where}/{snapshots[-1]}: Tune's newest snapshot of the sweep is damaged ({type(exc).__name__}), and Tune "
-                          f"would start the sweep over beside its trials; move that file away to resume from the one before it"
-                          + (f" ({snapshots[-2]})" if len(snapshots) > 1 else " (there is none: start over with `python -m sweep run SPACE --fresh`)")) from None
+        raise ConfigError(damaged(type(exc).__name__)) from None
 
 
 def save_config(store: Storage, cfg: SweepConfig) -> None:
@@ -121,15 +130,7 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
-    import json
-
-    try:
-        data = json.loads(store.read_text(name, CONFIG_FILE))
-    except OSError as exc:  # the storage, not the file: the sweep is kept
-        raise ConfigError(f"{where}/{CONFIG_FILE}: could not be read ({exc.strerror or type(exc).__name__}); check access to the "
-                          "storage and try again") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(_damaged(where, f"unreadable ({type(exc).__name__})")) from None
+    data = _json_record(store, name, CONFIG_FILE, lambda why: _damaged(where, f"unreadable ({why})"))
     if not isinstance(data, dict):
         raise ConfigError(_damaged(where, f"not a JSON object ({type(data).__name__})"))
     # every check a new sweep passes, on what was saved: a sweep whose config no longer passes is not resumed

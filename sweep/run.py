@@ -103,13 +103,11 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     watch = watch or default_watch()
     live = start_live_page(cfg, store, watch)
     try:
-        try:
-            results = _fit(cfg, make_tuner, watch)
-        except KeyboardInterrupt:
-            from sweep.resume import experiment_uri
+        status = _leaderboard_and_report(cfg, store, _fit(cfg, make_tuner, watch), live)
+    except KeyboardInterrupt:
+        from sweep.resume import experiment_uri
 
-            raise Interrupted(experiment_uri(store.uri, cfg.name)) from None
-        status = _leaderboard_and_report(cfg, store, results, live)
+        raise Interrupted(experiment_uri(store.uri, cfg.name)) from None
     finally:
         if live is not None:
             live.close()

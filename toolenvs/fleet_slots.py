@@ -27,7 +27,6 @@ class Slots:
         self.leases: dict[str, float] = {}  # lease -> when it expires
         self.peak = 0
         self._changed: asyncio.Condition | None = None
-        self._granted: dict[str, str] = {}  # a named request -> its lease, while the lease is out
         self._abandoned: set[str] = set()  # named requests whose caller stopped waiting before they were granted
 
     def _condition(self) -> asyncio.Condition:
@@ -41,7 +40,8 @@ class Slots:
             del self.leases[lease]
 
     async def acquire(self, request: str | None = None) -> str | None:
-        """A lease; ``request``: a name the caller can ``abandon`` it by (then None, or the lease released)."""
+        """A lease; ``request``: a name for it (the lease is that name) the caller can ``abandon`` it by (then None, or
+        the lease released)."""
         async with self._condition():
             while True:
                 self._reclaim()
@@ -49,11 +49,9 @@ class Slots:
                     self._abandoned.discard(request)
                     return None
                 if len(self.leases) < self.size:
-                    lease = uuid.uuid4().hex
+                    lease = request or uuid.uuid4().hex
                     self.leases[lease] = time.monotonic() + self.lease_s
                     self.peak = max(self.peak, len(self.leases))
-                    if request is not None:
-                        self._granted[request] = lease
                     return lease
                 try:  # woken by a release, or after a second to reclaim an expired lease
                     await asyncio.wait_for(self._condition().wait(), timeout=1.0)
@@ -64,18 +62,13 @@ class Slots:
         """The caller of ``acquire(request)`` stopped waiting (its episode was cancelled): a lease granted to it is
         released, and a wait still under way ends without one. Whatever order the two calls arrive in, no slot is lost."""
         async with self._condition():
-            lease = self._granted.pop(request, None)
-            if lease is None:
+            if self.leases.pop(request, None) is None:
                 self._abandoned.add(request)
-            else:
-                self.leases.pop(lease, None)
             self._condition().notify_all()
 
     async def release(self, lease: str) -> None:
         async with self._condition():
             self.leases.pop(lease, None)
-            for request in [r for r, granted in self._granted.items() if granted == lease]:
-                del self._granted[request]
             self._condition().notify_all()
 
     def stats(self) -> dict[str, int]:

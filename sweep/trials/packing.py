@@ -63,8 +63,7 @@ class PackHost:
         self.gpu = gpu
         self.pack = Pack(pack_cfg, capacity).__enter__()
         self.members: dict[str, Any] = {}
-        self.last_seen: dict[str, float] = {}
-        self.steps_seen: dict[str, int] = {}  # the host's step count when each member was last seen
+        self.last_seen: dict[str, tuple[float, int]] = {}  # when each member was last seen, and the host's step count then
         self._steps = 0  # members' steps the host has run
         self._last_step_end = time.monotonic()
         self.rounds = self.pack.rolls_out_together  # then the actor's calls run in threads (``max_concurrency``)
@@ -125,8 +124,7 @@ class PackHost:
                 self._seen_now(trial_id)
 
     def _seen_now(self, trial_id: str) -> None:
-        self.last_seen[trial_id] = time.monotonic()
-        self.steps_seen[trial_id] = self._steps
+        self.last_seen[trial_id] = (time.monotonic(), self._steps)
 
     def _count_steps(self, members: int) -> None:
         self._steps += members
@@ -201,7 +199,6 @@ class PackHost:
         self._asked.pop(trial_id, None)
         self._expected.discard(trial_id)
         self.last_seen.pop(trial_id, None)
-        self.steps_seen.pop(trial_id, None)
         if member is not None:
             self._stepped.pop(member.name, None)
             self.pack.leave(member)
@@ -222,13 +219,12 @@ class PackHost:
         if len(self.members) < self.capacity:
             return
         waiting = set(self._asked) | {t for t, m in self.members.items() if m.name in self._stepped}
-        for trial_id in [t for t, seen in self.last_seen.items() if t not in waiting and lost(
-                now - seen, self._steps - self.steps_seen.get(t, 0), now - self._last_step_end, self.capacity)]:
+        for trial_id in [t for t, (when, steps) in self.last_seen.items() if t not in waiting and lost(
+                now - when, self._steps - steps, now - self._last_step_end, self.capacity)]:
             self._expected.discard(trial_id)
             if (member := self.members.pop(trial_id, None)) is not None:
                 self.pack.leave(member)
             self.last_seen.pop(trial_id, None)
-            self.steps_seen.pop(trial_id, None)
 
 
 def lost(silent_s: float, steps_since: int, idle_s: float, capacity: int) -> bool:
