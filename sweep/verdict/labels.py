@@ -8,13 +8,14 @@ step per rollout batch; the first step is on-policy, its ratio is 1) and only un
 the policy before vs after each step's update; ``policy/update_norm``), against the sweep's own learners over
 the steps both ran (``UpdateScale``): no absolute scale, and no bias from a decaying LR schedule.
 
-    error        the trial failed before a trained eval
+    error        the trial failed (after trained evals too: the rules' reading of them follows the error in its words)
     no eval      it stopped before its first trained eval: nothing held out to judge
     too high     held-out pass@1 fell below the base by more than noise, or rose and collapsed back
     no signal    every group's rewards were equal at every step: nothing to learn from
     learns       held-out pass@1 rose above the base by more than noise
     too high     it held, so far, its updates were far larger than the largest that learned in the same sweep, and its
-                 curves show a sign of a fall (KL to the reference, entropy, clip fraction or failed tool turns rising)
+                 curves show a sign of a fall (KL to the reference, entropy, clip fraction or failed tool turns rising);
+                 or its update KL was not a finite number at some step (the update overflowed)
     too low      it held, and its updates were far smaller than the gentlest that learned in the same sweep
     env-limited  it held, and the base already solves (or never solves) the held-out tasks
     learns       it held within noise, its estimate a gain worth having (≥ ``min_delta``), and its updates lie
@@ -28,8 +29,9 @@ the steps both ran (``UpdateScale``): no absolute scale, and no bias from a deca
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import fmean, median
 
 from grpo.losses import POLICY_LOSS_SPECS
@@ -100,7 +102,8 @@ def update_scale(trials: Sequence[tuple[TrialEvidence, Score]], th: Thresholds |
     (then nothing in the sweep says how big an update must be). Learners only: a trial that fell says how big
     an update may be, not how small."""
     th = th or Thresholds()
-    learners = tuple(sorted((t.trial_id, tuple(t.update_kl)) for t, s in trials if t.update_kl and s.moved == "rose" and not _collapse(t, th)))
+    learners = tuple(sorted((t.trial_id, tuple(t.update_kl)) for t, s in trials
+                            if t.update_kl and not overflowed(t.update_kl) and s.moved == "rose" and not _collapse(t, th)))
     return UpdateScale(learners) if learners else None
 
 
@@ -123,9 +126,23 @@ def _clip_speaks(t: TrialEvidence) -> bool:
     return bool(t.clip_frac) and t.optimizer_steps > 1 and spec is not None and spec.clip_measures_update
 
 
+def overflowed(update_kl: Sequence[float]) -> list[int]:
+    """The steps (1 first) whose update KL is not a finite number: the update overflowed (a token's probability
+    driven to 0, or weights gone NaN). Such a series says nothing of size by its median (NaN sorts anywhere), so no
+    rule compares it: it is a sign of a fall itself."""
+    return [step for step, value in enumerate(update_kl, start=1) if not math.isfinite(value)]
+
+
+def _steps(steps: Sequence[int]) -> str:
+    shown = ", ".join(map(str, steps[:5])) + (f" and {len(steps) - 5} more" if len(steps) > 5 else "")
+    return f"step{'s' if len(steps) > 1 else ''} {shown}"
+
+
 def _blowup(t: TrialEvidence, th: Thresholds) -> str:
     """What went wrong with the policy, where the curves say so."""
     signs = []
+    if bad := overflowed(t.update_kl):
+        signs.append(f"update KL not a finite number at {_steps(bad)}")
     if len(t.kl) >= 2 and t.kl[-1] > 10 * max(t.kl[0], 1e-6):
         signs.append(f"KL to the reference {t.kl[0]:.2g} → {t.kl[-1]:.2g}")
     if len(t.entropy) >= 2 and t.entropy[0] > 0 and t.entropy[-1] > 2 * t.entropy[0]:
@@ -181,9 +198,11 @@ def _held_too_high(t: TrialEvidence, th: Thresholds, scale: UpdateScale | None) 
     """The evidence that a trial that held is too high, or None: updates far larger than any learner's and a sign of
     a fall in its curves. Huge updates alone go on to the later rules (flat, advised a lower LR): taken 2026-12-01 by
     the test written before mix tuning seeds 5-9 ran (docs/decisions.md; ``bench/shoulder_variant.py``)."""
+    if overflowed(t.update_kl):
+        return f"with updates that overflowed{_blowup(t, th)}"
     huge = _huge_update(t, th, scale)
     signs = _blowup(t, th) if huge else ""
-    return f"{huge}{signs}" if huge and signs else None
+    return f"with updates far larger than any that learned: {huge}{signs}" if huge and signs else None
 
 
 def _against_words(c: Comparison, norm: str, what: str) -> str:
@@ -206,10 +225,20 @@ def _unscored(t: TrialEvidence, s: Score) -> Verdict:
 
 
 def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
-    """The first rule that holds, in the module's order; ``scale``: the sweep's own update size (``update_scale``)."""
+    """The first rule that holds, in the module's order; ``scale``: the sweep's own update size (``update_scale``).
+    A trial that failed after trained evals is an error (ranked last, counted among the failed), its evals' reading
+    kept in the words."""
     th = th or Thresholds()
     if s.gain is None:
         return _unscored(t, s)
+    read = _scored(t, s, th, scale)
+    if t.status == "error":
+        return replace(read, label="error", why=f"failed after its evals ({t.error or 'no error message'}); until then: {read.label}, {read.why}")
+    return read
+
+
+def _scored(t: TrialEvidence, s: Score, th: Thresholds, scale: UpdateScale | None) -> Verdict:
+    """The rules, in the module's order, for a trial with a trained eval."""
     collapsed = _collapse(t, th)
     if s.moved == "fell":
         return Verdict("too high", f"held-out pass@1 fell below the base: {_interval(s)}{_blowup(t, th)}; lower the LR or raise kl_coef", "lower")
@@ -223,7 +252,7 @@ def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: Upd
     if s.moved == "rose":
         return Verdict("learns", f"held-out pass@1 rose: {_interval(s)}")
     if held := _held_too_high(t, th, scale):
-        return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, with updates far larger than any that learned: {held}; "
+        return Verdict("too high", f"held-out pass@1 held ({_interval(s)}), so far, {held}; "
                                    "lower the LR or raise kl_coef", "lower")
     if tiny := _tiny_update(t, th, scale):
         return Verdict("too low", f"held-out pass@1 held ({_interval(s)}) and the updates were too small to move it: {tiny}; raise the LR", "raise")

@@ -394,3 +394,39 @@ def test_the_middle_of_the_band_leads_the_ranking_and_the_verdict_says_why():
     kept = ["mid", "riser", "bracketed", "low", "slow", "failed"]
     assert _middle_of_the_band(kept, middle_best, verdicts, evidences, {"failed"}) == (kept, middle_best)  # the best is the middle
     assert "within noise of it (riser, bracketed, low, failed)" in verdict_text([(k, {}, middle_best[k], verdicts[k]) for k in kept], 0.3)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_an_update_that_overflowed_is_too_high_never_too_low(bad):
+    """An update KL that is not a finite number (a sampled token's probability driven to 0 gives inf; NaN weights give
+    NaN) says the update overflowed: a trial that held with one is too high, advised a lower LR, whatever its other
+    steps' sizes. NaN compares false with everything, so read as a size it was "too low" (raise the LR: the wrong
+    way). A learner with such a step gives the sweep no scale and is no member of the middle pick's band."""
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    evals = {"learner": rose, "overflowed": held, "broken learner": rose}
+    scores = score_trials(BASE, evals, size=2)
+    kls = {"learner": [2e-3] * 6, "overflowed": [1e-6, bad, bad, 1e-6, 1e-6, 1e-6], "broken learner": [1e-6, bad] + [2e-3] * 4}
+    trials = {k: TrialEvidence(k, evals=evals[k], base=BASE, update_kl=kls[k], variance_per_prompt=[0.1] * 6) for k in kls}
+    found = update_scale([(trials[k], scores[k]) for k in trials])
+    assert [name for name, _ in found.learners] == ["learner"]
+    v = verdict(trials["overflowed"], scores["overflowed"], scale=found)
+    assert (v.label, v.lr) == ("too high", "lower")
+    assert "with updates that overflowed (update KL not a finite number at steps 2, 3)" in v.why and "lower the LR" in v.why
+    assert verdict(trials["overflowed"], scores["overflowed"], scale=None).label == "too high"  # no learner needed to see it
+    assert verdict(trials["broken learner"], scores["broken learner"], scale=found).label == "learns"  # its evals rose: the outcome stands
+    assert middle_learner("learner", ["broken learner"], {"learner", "broken learner"}, kls) == "learner"  # no size to place it by
+
+
+def test_a_trial_that_failed_after_its_evals_is_an_error_its_evals_read_in_the_words():
+    """A trial that rose, then failed (say out of memory at step 12): ranked last as errors are, so its label is error
+    and the tally counts it failed, not among the learners behind the winner; the words keep what its evals showed."""
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    scores = score_trials(BASE, {"winner": rose, "crashed": rose}, size=2, errored={"crashed"})
+    crashed = TrialEvidence("crashed", status="error", error="torch.OutOfMemoryError: CUDA out of memory", evals=rose, base=BASE)
+    v = verdict(crashed, scores["crashed"])
+    assert v.label == "error" and v.why.startswith("failed after its evals (torch.OutOfMemoryError: CUDA out of memory); until then: learns, ")
+    assert "held-out pass@1 rose" in v.why
+    winner_v = verdict(TrialEvidence("winner", evals=rose, base=BASE), scores["winner"])
+    text = verdict_text([("winner", {}, scores["winner"], winner_v), ("crashed", {}, scores["crashed"], v)], 0.3)
+    assert "The others: 1 failed." in text and "learners behind" not in text
