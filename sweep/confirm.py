@@ -127,8 +127,8 @@ def machine_paths_note(trainer: dict[str, Any]) -> str:
 
 
 def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[str, Any]], winner: SettingResult) -> str:
-    """``{sweep}/winner/trainer.yaml`` (the confirming sweep's base trainer with the winning setting and its
-    best seed) and the newest checkpoint of that seed's trial; returns where."""
+    """``{sweep}/winner/trainer.yaml`` (the confirming sweep ``cfg``'s base trainer with the winning setting and its
+    best seed) and the newest checkpoint of that seed's trial, in place of an earlier export; returns where."""
     from sweep.report.store import SweepStore
     from sweep.resume import experiment_uri
 
@@ -139,16 +139,17 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
     for key in ("output_dir", "resume_from"):
         trainer.pop(key, None)
     trainer.get("checkpoint", {}).pop("dir", None)
-    header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
-              f"{winner.mean:+.3f} over {_seeds(winner)}. Run it: python -m sweep train THIS_FILE\n"
-              f"# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n"
-              f"{machine_paths_note(trainer)}")
-    store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
-    confirm = SweepStore(experiment_uri(store.uri, f"{name}_confirm"))
+    confirm = SweepStore(experiment_uri(store.uri, cfg.name))
     folder = next((d for d in confirm.subdirs() if best["trial"] in d), None)
     checkpoints = sorted(d for d in (confirm.subdirs(folder) if folder else []) if d.startswith("checkpoint_"))
+    kept = ("# Its trial's newest checkpoint is in checkpoint/ beside this file (resume_from: that directory continues it).\n" if checkpoints
+            else "# Its trial kept no checkpoint (checkpoint.interval 0, or it failed before its first): train it from the start.\n")
+    header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
+              f"{winner.mean:+.3f} over {_seeds(winner)}. Run it: python -m sweep train THIS_FILE\n{kept}{machine_paths_note(trainer)}")
+    store.delete_dir(name, WINNER_DIR)  # an earlier export's (another trial's checkpoint files) never mixes with this one
+    store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
     if checkpoints:
-        store.copy((f"{name}_confirm", folder, checkpoints[-1]), (name, WINNER_DIR, "checkpoint"))
+        store.copy((cfg.name, folder, checkpoints[-1]), (name, WINNER_DIR, "checkpoint"))
     return store.display(name, WINNER_DIR)
 
 

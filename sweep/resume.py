@@ -17,6 +17,7 @@ from configkit import environ
 from configkit.base import ConfigError
 from sweep.spec.config import SweepConfig
 from sweep.spec.loader import parse_sweep
+from sweep.store.driver import DRIVER_FILE
 from sweep.store.storage import BASE_EVALS_DIR, PARTIAL, Storage
 from sweep.store.study import optuna_db_path
 
@@ -35,7 +36,7 @@ def sweep_exists(store: Storage, name: str) -> bool:
     return store.exists(name, STATE_FILE) or store.exists(name, CONFIG_FILE)
 
 
-OWN_BEFORE_CONFIG = (BASE_EVALS_DIR,)  # what a start writes in the sweep's folder before its config (sweep.run.run_sweep)
+OWN_BEFORE_CONFIG = (BASE_EVALS_DIR, DRIVER_FILE)  # what a start writes in the sweep's folder before its config (sweep.run.run_sweep)
 
 
 def foreign_entries(store: Storage, name: str) -> list[str]:

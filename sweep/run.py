@@ -34,13 +34,16 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``start_over``: the command the refusal names to start it over (default: ``sweep run`` of ``space`` with ``--fresh``).
     """
     from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
+    from sweep.store.driver import check_free, claim, release
     from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import prepare_bases
 
     check_machine(cfg)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
+    check_free(store, cfg.name, "sweep run", "note" if fresh else "refuse")  # before anything of it is deleted
     start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
+    me = claim(store, cfg.name, "sweep run")
     try:
         if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
             store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
@@ -53,6 +56,8 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     except BaseException:
         forget_failed_start(store, cfg.name)
         raise
+    finally:
+        release(store, cfg.name, me)
 
 
 def resume_sweep(uri: str, watch: Watch | None = None) -> int:
@@ -60,17 +65,30 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
-    from sweep.resume import check_snapshot, experiment_uri, load_config
-    from sweep.store.results import keep_before_resume
+    from sweep.resume import check_snapshot, load_config
+    from sweep.store.driver import check_free, claim, release
     from sweep.store.storage import split_experiment
-    from sweep.store.study import pull_study
-    from sweep.trials.base_evals import prepare_bases
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
     check_snapshot(store, name)
     check_machine(cfg)
+    check_free(store, name, "sweep resume", "note")  # resume is for a driver that died, on this machine or another
+    me = claim(store, name, "sweep resume")
+    try:
+        return _restore_and_fit(cfg, store, name, watch)
+    finally:
+        release(store, name, me)
+
+
+def _restore_and_fit(cfg: SweepConfig, store: Storage, name: str, watch: Watch | None) -> int:
+    """``resume_sweep``'s work once the sweep is claimed: its bases, its study, Tune's restore, the fit and the report."""
+    from sweep.resume import experiment_uri
+    from sweep.store.results import keep_before_resume
+    from sweep.store.study import pull_study
+    from sweep.trials.base_evals import prepare_bases
+
     prepare_environment()
     prepare_bases(cfg, store)
     pull_study(store, name)  # before the restore unpickles the searcher, which opens the study

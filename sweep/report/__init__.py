@@ -9,6 +9,7 @@ Leaves out writing the report back to S3.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,11 @@ from sweep.verdict.thresholds import Thresholds
 
 
 def default_out(uri: str) -> Path:
-    """``{sweep}/report`` for a local sweep; ``./report-{name}`` for one on S3 (the report is written locally)."""
+    """``{sweep}/report`` for a local sweep; for one on S3 (the report is written locally), ``./report-{name}-{8 hex
+    digits of its address}``: sweeps of one name in two buckets or prefixes, reported from one folder, keep apart."""
     if "://" in uri and not uri.startswith("file://"):
-        return Path.cwd() / f"report-{bare_uri(uri).rsplit('/', 1)[-1]}"
+        address = bare_uri(uri)
+        return Path.cwd() / f"report-{address.rsplit('/', 1)[-1]}-{zlib.crc32(address.encode()):08x}"
     return Path(uri.removeprefix("file://")).expanduser().resolve() / "report"
 
 

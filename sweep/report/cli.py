@@ -16,7 +16,7 @@ def add_report_command(commands) -> None:
     """Register ``python -m sweep report SWEEP [--out DIR] [--<threshold> X ...]``."""
     p = commands.add_parser("report", help="write report/index.html, PNG plots and summary.md for a finished sweep")
     p.add_argument("sweep", help="the sweep's directory ({storage}/{name}) or s3://bucket/prefix[?endpoint_override=host:port&scheme=http]")
-    p.add_argument("--out", type=Path, help="where to write (default: {sweep}/report, rewritten each time; ./report-{name} for S3)")
+    p.add_argument("--out", type=Path, help="where to write (default: {sweep}/report, rewritten each time; ./report-{name}-{8 hex digits of its address} for S3)")
     p.add_argument("--force", action="store_true", help="replace a report already in --out (its summary.md and index.html)")
     p.add_argument("--min-complete", type=int, default=None, help="finished Optuna trials needed for importance (default 3)")
     for f in fields(Thresholds):

@@ -83,7 +83,10 @@ class Storage:
         pafs.copy_files(str(local), self.path(*parts), source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
 
     def copy(self, source: tuple[str, ...], target: tuple[str, ...]) -> None:
-        """Copy a file or directory within this storage."""
+        """Copy a file or directory within this storage (a directory's files at its top level too: pyarrow makes the
+        folders it copies into only below the target)."""
+        is_dir = self.fs.get_file_info(self.path(*source)).type == pafs.FileType.Directory
+        self.fs.create_dir(self.path(*target) if is_dir else self.path(*target).rsplit("/", 1)[0], recursive=True)
         pafs.copy_files(self.path(*source), self.path(*target), source_filesystem=self.fs, destination_filesystem=self.fs)
 
     def download(self, local: str | Path, *parts: str) -> bool:
@@ -103,6 +106,11 @@ class Storage:
     def delete_dir(self, *parts: str) -> None:
         if self.exists(*parts):
             self.fs.delete_dir(self.path(*parts))
+
+    def delete(self, *parts: str) -> None:
+        """Delete a file (nothing when it is not there)."""
+        if self.exists(*parts):
+            self.fs.delete_file(self.path(*parts))
 
 
 def open_storage(uri: str, what: str = "key 'storage'") -> Storage:

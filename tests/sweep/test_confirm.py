@@ -86,6 +86,34 @@ def test_the_confirming_sweep_runs_every_setting_with_every_fresh_seed(tmp_path)
     assert load_space(space, {"confirm.top": 2, "confirm.seeds": 3}).confirm.model_dump() == {"top": 2, "seeds": 3, "steps": None}
 
 
+def test_the_exported_winner_replaces_an_earlier_export_whole(tmp_path):
+    """A second export (a confirm run again, a resumed sweep confirming anew) replaces the first: another trial's
+    checkpoint files never stay beside this one's (a full model's weights beside an adapter would load the wrong
+    policy), and without a checkpoint now, the earlier one is not left to pass for the new winner's."""
+    from sweep.confirm import export_winner
+    from sweep.store.storage import open_storage
+
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump({"name": "s", "trainer": {"total_steps": 4, "eval": {"interval": 2}}, "storage": str(tmp_path),
+                                     "space": {"optim.lr": {"choice": [1e-4, 3e-5]}}}))
+    confirm = confirm_config(load_space(space), [{"optim.lr": 1e-4}], [1000], 8, "confirm")
+    store = open_storage(str(tmp_path))
+    rows = [{"trial": "x_00000", "config": {"optim.lr": 1e-4, "seed": 1000}, "gain": 0.2}]
+    winner = SettingResult({"optim.lr": 1e-4}, 1, 0.2, [0.2], ["learns"])
+    for files in ({"checkpoint_000003/model.safetensors": "old", "checkpoint_000003/trainer_state.json": "{}"},
+                  {"checkpoint_000007/adapter_model.safetensors": "new", "checkpoint_000007/trainer_state.json": "{\"step\": 8}"}):
+        for rel, text in files.items():
+            store.write_text(text, "s_confirm", "train_x_00000_0_lr=1e-4", rel)
+    store.write_text("stale", "s", "winner", "checkpoint", "model.safetensors")  # an earlier export's full model
+    export_winner(store, "s", confirm, rows, winner)
+    exported = tmp_path / "s" / "winner" / "checkpoint"
+    assert sorted(p.name for p in exported.iterdir()) == ["adapter_model.safetensors", "trainer_state.json"]
+    assert "newest checkpoint is in checkpoint/" in (tmp_path / "s" / "winner" / "trainer.yaml").read_text()
+    store.delete_dir("s_confirm", "train_x_00000_0_lr=1e-4")  # this time its trial kept none
+    export_winner(store, "s", confirm, rows, winner)
+    assert not exported.exists() and "kept no checkpoint" in (tmp_path / "s" / "winner" / "trainer.yaml").read_text()
+
+
 def test_the_confirmation_in_words():
     from sweep.verdict.summary import confirmation_text
 

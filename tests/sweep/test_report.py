@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from sweep.__main__ import main
-from sweep.report import make_report
+from sweep.report import default_out, make_report
 from sweep.report.build import build_report
 from sweep.report.importance import param_importance
 from sweep.report.render import write_report
@@ -125,6 +126,10 @@ def test_default_out_and_training_metric_fallback(tmp_path):
         agg.unlink()
     out, markdown = make_report(str(root), thresholds=Thresholds())
     assert out == root / "report" and (out / "index.html").exists()
+    # on S3 the report is written here: two sweeps of one name in two places get two folders, each its own every time
+    one, other = default_out("s3://team-a/sweeps/demo?endpoint_override=x"), default_out("s3://team-b/sweeps/demo")
+    assert one.parent == other.parent == Path.cwd() and one.name.startswith("report-demo-") and other.name.startswith("report-demo-")
+    assert one != other and one == default_out("s3://team-a/sweeps/demo/")
     assert "`reward/avg_pass_at_1` (training reward (eval was off)" in markdown
     assert "No importance: no optuna.db" in markdown
     # every training row of the fixture is 0.5: no trial moved, and none is crowned on luck
