@@ -128,7 +128,7 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
     trials = [summaries[j.trial_id] for j in judged]  # the verdict's order, the one ranking
     by_id = {t.trial_id: t for t in sweep.trials}
     size = score_window(sweep) if use_eval else TRAIN_WINDOW
-    env_tables = {j.trial_id: env_table(by_id[j.trial_id], use_eval, size, th) for j in judged}
+    env_tables = {j.trial_id: env_table(by_id[j.trial_id], use_eval, size, th, j.score.budget) for j in judged}
     env_rows = env_tables[judged[0].trial_id] if judged and judged[0].score.gain is not None else []
     ranked = [(j.trial_id, {k: summaries[j.trial_id].config.get(k) for k in sweep.swept_keys}, j.score, j.verdict) for j in judged]
     rep = Report(

@@ -95,15 +95,16 @@ def task_envs(trial: TrialData) -> dict[str, str]:
 
 
 def env_points(trial: TrialData, env: str) -> tuple[EvalPoint | None, list[EvalPoint]]:
-    """The env's (base, trained evals) from the trial's eval lines, each with the env's tasks' results."""
-    owner = task_envs(trial)
+    """The env's (base, trained evals) from the trial's eval lines, each with the env's tasks' results and the
+    episodes spent by then."""
+    owner, spent = task_envs(trial), trial.episodes_by_step()
     base, trained = None, []
     for line in trial.evals:
         key = f"eval/{env}/pass_at_1"
         if key not in line or "global_step" not in line:
             continue
         tasks = {k: (int(v[0]), int(v[1])) for k, v in (line.get("tasks") or {}).items() if owner.get(k) == env} or None
-        point = EvalPoint(int(line["global_step"]), float(line[key]), tasks)
+        point = EvalPoint(int(line["global_step"]), float(line[key]), tasks, spent.get(int(line["global_step"])))
         if point.step == 0:
             base = point
         else:
@@ -113,21 +114,24 @@ def env_points(trial: TrialData, env: str) -> tuple[EvalPoint | None, list[EvalP
 
 def training_points(trial: TrialData, env: str) -> tuple[EvalPoint | None, list[EvalPoint]]:
     """Without held-out eval: step 1's training pass@1 (the untouched base's rollouts) and the later steps'."""
-    series = dict(train_series(trial, f"reward/{env}/pass_at_1"))
+    series, spent = dict(train_series(trial, f"reward/{env}/pass_at_1")), trial.episodes_by_step()
     if 1 not in series:
         return None, []
-    return EvalPoint(1, series[1]), [EvalPoint(step, value) for step, value in sorted(series.items()) if step >= 2]
+    return EvalPoint(1, series[1]), [EvalPoint(step, value, None, spent.get(step)) for step, value in sorted(series.items()) if step >= 2]
 
 
-def env_row(trial: TrialData, env: str, use_eval: bool, size: int, th: Thresholds) -> EnvRow | None:
-    """``size``: the points averaged into ``last`` (the verdict's window; its training window without eval)."""
+def env_row(trial: TrialData, env: str, use_eval: bool, size: int, th: Thresholds, budget: float | None = None) -> EnvRow | None:
+    """``size``: the points averaged into ``last`` (the verdict's window; its training window without eval); ``budget``:
+    the episodes the verdict cut the trial's evals at (its score's, with ``n`` swept), so the table reads where the
+    score does (none within it: no row)."""
     base, trained = env_points(trial, env) if use_eval else training_points(trial, env)
     if base is None and use_eval and trained:  # a sweep from before the base was evaluated: its first eval
         base, trained = trained[0], trained[1:]
-    if base is None or not trained:
+    points = window(trained, size, budget)
+    if base is None or not points:
         return None
+    trained = [p for p in trained if p.step <= points[-1].step]  # within the budget
     score = score_trials(base, {trial.trial_id: trained}, size)[trial.trial_id]
-    points = window(trained, size)
     best = max(trained, key=lambda p: p.pass_at_1)
     variance = [v for _, v in train_series(trial, f"reward/{env}/variance_per_prompt")]
     errors = [v for _, v in train_series(trial, f"reward/{env}/env_error_frac")]
@@ -142,8 +146,8 @@ def env_row(trial: TrialData, env: str, use_eval: bool, size: int, th: Threshold
     )
 
 
-def env_table(trial: TrialData, use_eval: bool, size: int, th: Thresholds) -> list[EnvRow]:
-    return [row for env in envs_of(trial) if (row := env_row(trial, env, use_eval, size, th))]
+def env_table(trial: TrialData, use_eval: bool, size: int, th: Thresholds, budget: float | None = None) -> list[EnvRow]:
+    return [row for env in envs_of(trial) if (row := env_row(trial, env, use_eval, size, th, budget))]
 
 
 @dataclass(frozen=True)

@@ -46,21 +46,13 @@ def _series(trial: TrialData, key: str) -> list[float]:
     return [float(r[key]) for r in trial.rows if key in r and r[key] is not None]
 
 
-def _episodes_by_step(trial: TrialData) -> dict[int, float]:
-    spent, total = {0: 0.0}, 0.0
-    for r in sorted(trial.rows, key=lambda r: int(r.get("training_iteration", r.get("step", 0)))):
-        total += float(r.get("rollout/episodes", 0.0))
-        spent[int(r.get("training_iteration", r.get("step", 0)))] = total
-    return spent
-
-
 TRAIN_WINDOW = 3  # steps of training reward averaged when a sweep ran no held-out eval
 
 
 def training_points(trial: TrialData) -> tuple[EvalPoint | None, list[EvalPoint], str]:
     """Without held-out eval: training pass@1, step 1's rollouts (sampled by the untouched base) as the
     base's point and later steps as trained ones; no per-task results, so no interval."""
-    spent = _episodes_by_step(trial)
+    spent = trial.episodes_by_step()
     series = {int(r.get("training_iteration", r.get("step", 0))): float(r[TRAIN_METRIC]) for r in trial.rows if TRAIN_METRIC in r}
     if 1 not in series:
         return None, [], f"own:{trial.trial_id}"
@@ -73,7 +65,7 @@ def eval_points(trial: TrialData, training: bool = False) -> tuple[EvalPoint | N
     its training reward, for a sweep that ran no held-out eval)."""
     if training:
         return training_points(trial)
-    spent = _episodes_by_step(trial)
+    spent = trial.episodes_by_step()
     points, base, key = [], None, f"own:{trial.trial_id}"
     for line in trial.evals:
         if "eval/avg_pass_at_1" not in line or "global_step" not in line:

@@ -41,6 +41,15 @@ class TrialData:
     def wall_s(self) -> float:
         return float(self.rows[-1].get("time_total_s", 0.0)) if self.rows else 0.0
 
+    def episodes_by_step(self) -> dict[int, float]:
+        """The rollout episodes the trial had spent by the end of each step (0 at step 0): where the verdict cuts a
+        trial's evals at the sweep's common budget (``sweep.verdict.score.common_budget``)."""
+        spent, total = {0: 0.0}, 0.0
+        for r in sorted(self.rows, key=lambda r: int(r.get("training_iteration", r.get("step", 0)))):
+            total += float(r.get("rollout/episodes", 0.0))
+            spent[int(r.get("training_iteration", r.get("step", 0)))] = total
+        return spent
+
 
 @dataclass
 class SweepData:

@@ -136,13 +136,13 @@ def task_interval(counts: Mapping[str, tuple[int, int]], minus: Mapping[str, tup
 def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], size: int, budget: float | None = None,
                  draws: int = BOOTSTRAP, seed: int = 0, errored: set[str] | None = None) -> dict[str, Score]:
     """Every trial's score against one base, the intervals from one two-stage bootstrap over the base's
-    tasks; the winner (``rank``'s first, ``errored`` trials last) gets the others' ties."""
+    tasks (a trial whose window lacks per-task results, its eval dumps lost, has no interval: the others keep
+    theirs); the winner (``rank``'s first, ``errored`` trials last) gets the others' ties."""
     tasks = sorted(base.tasks or {})
     windows = {name: window(evals, size, budget) for name, evals in trials.items()}
-    paired = bool(tasks) and all(p.tasks for points in windows.values() for p in points)
     scores: dict[str, Score] = {}
     resampled: dict[str, np.ndarray] = {}
-    if paired:
+    if tasks:
         rng = np.random.default_rng(seed)
         picks = rng.integers(0, len(tasks), (draws, len(tasks)))
         base_counts = _counts([base], tasks)
@@ -150,7 +150,7 @@ def score_trials(base: EvalPoint, trials: Mapping[str, Sequence[EvalPoint]], siz
     for name, points in windows.items():
         if not points:
             scores[name] = Score(None, budget=budget)
-        elif paired:
+        elif tasks and all(p.tasks for p in points):
             counts = _counts(points, tasks)
             with np.errstate(all="ignore"):
                 gain = float(np.nanmean(_window_rates(*counts) - base_rates))

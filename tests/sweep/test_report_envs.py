@@ -54,6 +54,22 @@ def test_without_eval_step_one_s_rollouts_are_the_base_and_there_is_no_interval(
     assert rows["mail"].status == "SATURATED"
 
 
+def test_the_table_reads_where_the_score_does_at_the_sweeps_episode_budget():
+    """With ``n`` swept, the verdict compares trials at equal episodes (the cheapest finished trial's): a trial's evals
+    after that budget are not in its score, so not in its per-env table either (base → last, best, interval)."""
+    trial = _trial()
+    for row, spent in zip(trial.rows, (16, 16, 16, 16)):
+        row["rollout/episodes"] = spent  # 16 episodes a step: 32 by step 2, 48 by step 3
+    trial.evals[3] = _line(3, [4, 4, 4, 4], B_ALL)  # step 3, past the budget: apps solved
+    whole = {r.env: r for r in env_table(trial, use_eval=True, size=2, th=TH)}["apps"]
+    assert (whole.last_steps, whole.last, whole.best, whole.best_step) == ((2, 3), (0.625 + 1.0) / 2, 1.0, 3)
+    cut = {r.env: r for r in env_table(trial, use_eval=True, size=2, th=TH, budget=32)}["apps"]
+    assert (cut.last_steps, cut.last, cut.best, cut.best_step) == ((1, 2), (0.375 + 0.625) / 2, 0.625, 2)
+    assert env_table(trial, use_eval=True, size=2, th=TH, budget=8) == []  # no eval within it: no row, as no score
+    cut_training = {r.env: r for r in env_table(trial, use_eval=False, size=3, th=TH, budget=48)}["apps"]
+    assert cut_training.last_steps == (2, 3)  # step 4's training reward (64 episodes) is past it
+
+
 def _row(env: str, base: float, status: str, signal: float | None) -> EnvRow:
     return EnvRow(env, base, 0, base, (2,), base, 2, None, None, status, signal, 0.0)
 

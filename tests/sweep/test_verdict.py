@@ -430,3 +430,17 @@ def test_a_trial_that_failed_after_its_evals_is_an_error_its_evals_read_in_the_w
     winner_v = verdict(TrialEvidence("winner", evals=rose, base=BASE), scores["winner"])
     text = verdict_text([("winner", {}, scores["winner"], winner_v), ("crashed", {}, scores["crashed"], v)], 0.3)
     assert "The others: 1 failed." in text and "learners behind" not in text
+
+
+def test_a_trial_without_per_task_results_leaves_the_others_their_intervals():
+    """One trial's eval dumps lost (its evals have pass@1 but no per-task results): it has no interval (its gain
+    against the margin alone), and every other trial keeps the interval and ties it has without it; all trials lost
+    their intervals before, and with them the labels that need one."""
+    evals = {"winner": [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)],
+             "close": [point(5, 0.54, spread=0.25), point(10, 0.58, spread=0.25)]}
+    lost = [EvalPoint(p.step, p.pass_at_1) for p in (point(5, 0.5, spread=0.25), point(10, 0.52, spread=0.25))]
+    alone = score_trials(BASE, evals, size=2)
+    scores = score_trials(BASE, {**evals, "lost": lost}, size=2)
+    assert {k: scores[k] for k in evals} == alone and alone["winner"].low is not None and alone["close"].tied
+    assert scores["lost"].low is None and scores["lost"].moved == "rose" and not scores["lost"].tied
+    assert scores["lost"].gain == pytest.approx((lost[0].pass_at_1 + lost[1].pass_at_1) / 2 - BASE.pass_at_1)
