@@ -72,4 +72,6 @@ def test_its_steps_keep_every_failure_with_its_reason_and_pack_the_results(tmp_p
     with tarfile.open(folder.parent / f"{folder.name}.tgz") as pack:
         log = pack.extractfile(f"{folder.name}/tests.log").read().decode()
     assert "AssertionError: one is not two" in log and "\nFAILED " in log  # the reason, and pytest's short summary of it
-    assert "test_hangs.py:4: KeyboardInterrupt" in log  # where the hung test was when its watchdog stopped it
+    hung = log.split("test_hangs.py (watchdog 10 s)", 1)[1]  # the hung step's part of the log
+    # where it was when its watchdog stopped it: in the test, or (CI 2026-12-03, a loaded machine) still collecting it
+    assert "test_hangs.py:4: KeyboardInterrupt" in hung or ('File "' in hung and hung.rstrip().endswith("KeyboardInterrupt")), hung

@@ -27,7 +27,7 @@ class Slots:
         self.leases: dict[str, float] = {}  # lease -> when it expires
         self.peak = 0
         self._changed: asyncio.Condition | None = None
-        self._abandoned: set[str] = set()  # named requests whose caller stopped waiting before they were granted
+        self._abandoned: dict[str, float] = {}  # named requests whose caller stopped waiting before a grant -> until when kept
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:
@@ -38,6 +38,8 @@ class Slots:
         now = time.monotonic()
         for lease in [lease for lease, until in self.leases.items() if until <= now]:
             del self.leases[lease]
+        for request in [request for request, until in self._abandoned.items() if until <= now]:  # its acquire never came
+            del self._abandoned[request]
 
     async def acquire(self, request: str | None = None) -> str | None:
         """A lease; ``request``: a name for it (the lease is that name) the caller can ``abandon`` it by (then None, or
@@ -45,8 +47,7 @@ class Slots:
         async with self._condition():
             while True:
                 self._reclaim()
-                if request is not None and request in self._abandoned:
-                    self._abandoned.discard(request)
+                if request is not None and self._abandoned.pop(request, None) is not None:
                     return None
                 if len(self.leases) < self.size:
                     lease = request or uuid.uuid4().hex
@@ -60,10 +61,11 @@ class Slots:
 
     async def abandon(self, request: str) -> None:
         """The caller of ``acquire(request)`` stopped waiting (its episode was cancelled): a lease granted to it is
-        released, and a wait still under way ends without one. Whatever order the two calls arrive in, no slot is lost."""
+        released, and a wait still under way ends without one. Whatever order the two calls arrive in, no slot is lost.
+        A request whose acquire never comes (Ray cancelled it before the actor ran it) is forgotten after ``lease_s``."""
         async with self._condition():
             if self.leases.pop(request, None) is None:
-                self._abandoned.add(request)
+                self._abandoned[request] = time.monotonic() + self.lease_s
             self._condition().notify_all()
 
     async def release(self, lease: str) -> None:

@@ -56,6 +56,22 @@ def test_an_abandoned_request_loses_no_slot_whichever_comes_first():
         assert slots.stats()["open"] == 0 and await asyncio.wait_for(slots.acquire(), 1.0)
         await slots.abandon("never-asked")  # an abandon for a request that never came ends it when it comes
         assert await asyncio.wait_for(slots.acquire("never-asked"), 2.0) is None
+        assert slots._abandoned == {}
+
+    asyncio.run(go())
+
+
+def test_an_abandoned_request_whose_acquire_never_comes_is_forgotten():
+    """Ray may cancel an acquire before the actor runs it: its abandon then waits for a call that never comes. Kept
+    for ``lease_s`` (a late acquire still ends at once), then forgotten, so a long sweep's cancellations do not pile up."""
+
+    async def go():
+        slots = Slots(size=1, lease_s=0.2)
+        await slots.abandon("cancelled-in-queue")
+        assert "cancelled-in-queue" in slots._abandoned
+        await asyncio.sleep(0.3)
+        lease = await asyncio.wait_for(slots.acquire(), 1.0)  # any acquire reclaims what expired
+        assert lease and slots._abandoned == {}
 
     asyncio.run(go())
 
