@@ -6,7 +6,8 @@ time, when, which command) before anything else of theirs, and remove it when th
 killed outright (``kill -9``, a machine lost) leaves it behind. Another ``run`` or ``resume`` of the same sweep reads
 it first (``check_free``): a process on this machine that is still the one that wrote it (its id alive, with the same
 start time where the system tells one) is a live driver, and is refused, named; one that is gone is no obstacle. A
-marker from another host cannot be checked from here: ``run`` refuses it unless ``--fresh`` says to start over, and
+marker from another host, or from another process namespace on this one (a container sharing the host's name), cannot
+be checked from here: ``run`` refuses it unless ``--fresh`` says to start over, and
 ``resume`` (the way to continue a sweep whose machine died, from any other) goes on and says whose it was. Without
 it, a second ``sweep run`` of a name whose first start was still building its bases deleted that start's folder, and
 a ``sweep resume`` of a sweep whose driver was alive ran its trials twice.
@@ -36,6 +37,16 @@ class Driver:
     pid_start: str | None  # the process's start time as the system counts it (Linux: /proc/{pid}/stat), else None
     started: float  # when it claimed the sweep (seconds since the epoch)
     command: str  # "sweep run" or "sweep resume"
+    pid_ns: str | None = None  # its process namespace (Linux: /proc/self/ns/pid), where ids mean what they mean here
+
+
+def pid_namespace() -> str | None:
+    """This process's pid namespace (``pid:[4026531836]``), or None where the system has none to tell: two containers
+    may share a host's name, each with its own process ids."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def process_start(pid: int) -> str | None:
@@ -59,16 +70,16 @@ def process_alive(pid: int, pid_start: str | None) -> bool:
     return pid_start is None or process_start(pid) in (None, pid_start)
 
 
-def standing(marker: Driver, host: str, alive: Callable[[int, str | None], bool], me: int) -> str:
+def standing(marker: Driver, host: str, alive: Callable[[int, str | None], bool], me: int, pid_ns: str | None = None) -> str:
     """``live`` (a process on this host, still the one that wrote the marker, and not this one), ``gone`` (it ended,
-    or it is this very process), or ``elsewhere`` (another host's: not to be checked from here)."""
-    if marker.host != host:
+    or it is this very process), or ``elsewhere`` (another host's or process namespace's: not to be checked from here)."""
+    if marker.host != host or marker.pid_ns != pid_ns:
         return "elsewhere"
     return "live" if marker.pid != me and alive(marker.pid, marker.pid_start) else "gone"
 
 
 def this_driver(command: str) -> Driver:
-    return Driver(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.time(), command)
+    return Driver(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.time(), command, pid_namespace())
 
 
 def read_marker(store: Storage, name: str) -> Driver | None:
@@ -77,7 +88,7 @@ def read_marker(store: Storage, name: str) -> Driver | None:
         return None
     try:
         data = json.loads(store.read_text(name, DRIVER_FILE))
-        return Driver(str(data["host"]), int(data["pid"]), data.get("pid_start"), float(data["started"]), str(data["command"]))
+        return Driver(str(data["host"]), int(data["pid"]), data.get("pid_start"), float(data["started"]), str(data["command"]), data.get("pid_ns"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -90,14 +101,15 @@ def check_free(store: Storage, name: str, command: str, elsewhere: str) -> None:
         return
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(marker.started))
     where = store.display(name)
-    state = standing(marker, socket.gethostname(), process_alive, os.getpid())
+    state = standing(marker, socket.gethostname(), process_alive, os.getpid(), pid_namespace())
     if state == "live":
         raise ConfigError(
             f"{where}: `{marker.command}` is driving this sweep now (process {marker.pid} on this machine, since {since}); "
             f"a second `{command}` would run its trials twice or delete what it is building. Wait for it to end, or stop it "
             f"(`kill -INT {marker.pid}`: it stops as a driver that died does, and `python -m sweep resume` continues it)")
     if state == "elsewhere":
-        said = (f"{where}: `{marker.command}` of process {marker.pid} on host {marker.host} (since {since}) has not ended as far as "
+        other = "in another container (process namespace) on this host" if marker.host == socket.gethostname() else f"on host {marker.host}"
+        said = (f"{where}: `{marker.command}` of process {marker.pid} {other} (since {since}) has not ended as far as "
                 "the sweep's folder says (its driver.json)")
         if elsewhere == "refuse":
             raise ConfigError(f"{said}. If that process still runs, let it end; if it is gone (its machine lost), start over with "

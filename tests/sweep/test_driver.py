@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.store.driver import DRIVER_FILE, Driver, claim, process_alive, process_start, release, standing
+from sweep.store.driver import DRIVER_FILE, Driver, claim, pid_namespace, process_alive, process_start, release, standing
 from sweep.store.storage import open_storage
 from tests.sweep.test_bad_inputs import BASE, run_main, started, write_files  # noqa: F401
 
@@ -71,7 +71,8 @@ def test_a_marker_from_another_host_is_refused_by_run_and_noted_by_fresh_and_res
     """Another host's process cannot be checked from here: `run` refuses, naming the host and how to start over;
     `run --fresh` and `resume` (continuing a sweep whose machine died, from another) go on and say whose it was."""
     monkeypatch.chdir(tmp_path)
-    other = {"host": f"not-{socket.gethostname()}", "pid": 4242, "pid_start": "17", "started": time.time() - 600, "command": "sweep run"}
+    other = {"host": f"not-{socket.gethostname()}", "pid": 4242, "pid_start": "17", "started": time.time() - 600, "command": "sweep run",
+             "pid_ns": pid_namespace()}
     write_files(tmp_path, {"space.yaml": BASE, BUILDING: "{}\n", f"results/t/{DRIVER_FILE}": json.dumps(other)})
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 2 and f"process 4242 on host {other['host']}" in err and "--fresh" in err, err
@@ -86,6 +87,18 @@ def test_a_marker_from_another_host_is_refused_by_run_and_noted_by_fresh_and_res
     assert started[-3:] == ["environment", "bases", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
 
 
+def test_a_marker_from_another_container_on_this_host_is_not_read_by_its_process_id(tmp_path, monkeypatch, capsys, started):
+    """Two containers may share the host's name, each with its own process ids: a marker from another pid namespace
+    names no process here (its id may be free here, or another's), so it is refused as another host's is."""
+    monkeypatch.chdir(tmp_path)
+    there = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": None, "started": time.time(), "command": "sweep run",
+             "pid_ns": "pid:[1]"}
+    write_files(tmp_path, {"space.yaml": BASE, BUILDING: "{}\n", f"results/t/{DRIVER_FILE}": json.dumps(there)})
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    assert code == 2 and f"process {os.getpid()} in another container (process namespace) on this host" in err, err
+    assert (tmp_path / BUILDING).exists() and started == []
+
+
 def test_a_process_is_the_one_that_wrote_the_marker_only_with_its_start_time(first_driver):
     """An id alone may name a later process given the same id: the start time tells them apart (Linux)."""
     if process_start(first_driver.pid) is None:
@@ -98,11 +111,13 @@ def test_a_process_is_the_one_that_wrote_the_marker_only_with_its_start_time(fir
 
 
 def test_standing_by_hand():
-    marker = Driver("node-a", 100, "5", 0.0, "sweep run")
-    assert standing(marker, "node-a", lambda pid, start: True, me=7) == "live"
-    assert standing(marker, "node-a", lambda pid, start: False, me=7) == "gone"
-    assert standing(marker, "node-a", lambda pid, start: True, me=100) == "gone"  # this very process (a resume after its own run)
-    assert standing(marker, "node-b", lambda pid, start: True, me=7) == "elsewhere"
+    marker = Driver("node-a", 100, "5", 0.0, "sweep run", "pid:[1]")
+    assert standing(marker, "node-a", lambda pid, start: True, 7, "pid:[1]") == "live"
+    assert standing(marker, "node-a", lambda pid, start: False, 7, "pid:[1]") == "gone"
+    assert standing(marker, "node-a", lambda pid, start: True, 100, "pid:[1]") == "gone"  # this very process (a resume after its own run)
+    assert standing(marker, "node-b", lambda pid, start: True, 7, "pid:[1]") == "elsewhere"
+    # a container sharing the host's name, its own process ids: process 100 here is not the one that wrote it
+    assert standing(marker, "node-a", lambda pid, start: True, 7, "pid:[2]") == "elsewhere"
 
 
 def test_release_removes_only_its_own_marker(tmp_path):
