@@ -182,13 +182,27 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
                 cut_short: bool = False) -> int:
     """``cut_short``: continue the confirming sweep a driver left unfinished (``sweep resume``: its state there, no
     ``confirm.json``), when it confirms the same settings over the same seeds and steps; else start it (over, ``fresh``)."""
-    from sweep.resume import STATE_FILE, experiment_uri, load_config
-    from sweep.run import resume_sweep, run_sweep, write_report
+    from sweep.resume import load_config
+    from sweep.store.driver import check_free, claim, release
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name, "confirm")
+    check_free(store, name, "sweep confirm", "note")  # a driver running the sweep (a resume) is about to rank it anew
+    me = claim(store, name, "sweep confirm")  # held while its confirming sweep runs: a `resume` of the sweep waits for it
+    try:
+        return _confirm(store, name, cfg, uri, top, seeds, steps, fresh, watch, cut_short)
+    finally:
+        release(store, name, me)
+
+
+def _confirm(store: Storage, name: str, cfg: SweepConfig, uri: str, top: int, seeds: int, steps: int | None, fresh: bool, watch,
+             cut_short: bool) -> int:
+    """``run_confirm``'s work once the sweep is claimed."""
+    from sweep.resume import STATE_FILE, experiment_uri, load_config
+    from sweep.run import resume_sweep, run_sweep, write_report
+
     if not store.exists(name, "leaderboard.json"):
         raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
     rows = json.loads(store.read_text(name, "leaderboard.json"))

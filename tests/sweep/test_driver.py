@@ -67,6 +67,36 @@ def test_a_second_run_or_resume_while_the_first_drives_is_refused_and_deletes_no
     assert not (tmp_path / "results" / "t" / DRIVER_FILE).exists()  # the run's own marker, removed when it ended
 
 
+def test_confirm_waits_for_the_sweeps_driver_and_holds_the_sweep_while_it_confirms(tmp_path, monkeypatch, capsys, started, first_driver):
+    """`sweep confirm` of a sweep a driver runs (a resume retrying its errored trials, about to rank it anew) is refused;
+    and while a confirm runs its confirming sweep, the sweep is its: a `resume` of it is refused until it ends."""
+    import sweep.run
+
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE, "results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}"})
+    (tmp_path / "results" / "t" / "sweep_config.json").write_text(json.dumps(_saved_config(tmp_path)))
+    code, out, err = run_main(["confirm", "results/t"], capsys)
+    assert code == 2 and f"`sweep run` is driving this sweep now (process {first_driver.pid} on this machine" in err, err
+    first_driver.kill()
+    first_driver.wait()
+    seen = []
+
+    def confirming(cfg, **kwargs):  # the confirming sweep, run while `sweep confirm` holds the sweep it confirms
+        seen.append(json.loads((tmp_path / "results" / "t" / DRIVER_FILE).read_text())["command"])
+        seen.append(subprocess.run([sys.executable, "-m", "sweep", "resume", "results/t"], cwd=tmp_path, capture_output=True, text=True,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120))  # another process
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sweep.run, "run_sweep", confirming)
+    write_files(tmp_path, {"results/t/leaderboard.json": json.dumps([{"trial": "a", "config": {"optim.lr": 1e-3}, "gain": 0.1}])})
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_main(["confirm", "results/t"], capsys)
+    command, resumed = seen
+    assert command == "sweep confirm" and resumed.returncode == 2, resumed.stdout + resumed.stderr
+    assert f"`sweep confirm` is driving this sweep now (process {os.getpid()} on this machine" in resumed.stderr, resumed.stderr
+    assert not (tmp_path / "results" / "t" / DRIVER_FILE).exists()  # released however it ended
+
+
 def test_a_marker_from_another_host_is_refused_by_run_and_noted_by_fresh_and_resume(tmp_path, monkeypatch, capsys, started):
     """Another host's process cannot be checked from here: `run` refuses, naming the host and how to start over;
     `run --fresh` and `resume` (continuing a sweep whose machine died, from another) go on and say whose it was."""
