@@ -147,9 +147,10 @@ def export_winner(store: Storage, name: str, cfg: SweepConfig, rows: list[dict[s
     header = (f"# The confirmed winner of sweep {name}: {json.dumps(winner.setting)}, seed {best['config']['seed']}; mean held-out gain "
               f"{winner.mean:+.3f} over {_seeds(winner)}. Run it: python -m sweep train THIS_FILE\n{kept}{machine_paths_note(trainer)}")
     store.delete_dir(name, WINNER_DIR)  # an earlier export's (another trial's checkpoint files) never mixes with this one
-    store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
     if checkpoints:
         store.copy((cfg.name, folder, checkpoints[-1]), (name, WINNER_DIR, "checkpoint"))
+    # last: a copy cut short leaves no trainer.yaml saying its checkpoint is whole beside it
+    store.write_text(header + yaml.safe_dump(trainer, sort_keys=False), name, WINNER_DIR, "trainer.yaml")
     return store.display(name, WINNER_DIR)
 
 
@@ -226,6 +227,8 @@ def _confirm(store: Storage, name: str, cfg: SweepConfig, uri: str, top: int, se
     store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
     if winner is not None:
         print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
+    else:  # an earlier confirmation's winner is not this one's
+        store.delete_dir(name, WINNER_DIR)
     write_report(store, name)  # the sweep's report, now with the confirmation (`sweep confirm` alone left it stale)
     return status
 

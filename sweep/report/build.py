@@ -128,14 +128,17 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
     trials = [summaries[j.trial_id] for j in judged]  # the verdict's order, the one ranking
     by_id = {t.trial_id: t for t in sweep.trials}
     size = score_window(sweep) if use_eval else TRAIN_WINDOW
-    env_tables = {j.trial_id: env_table(by_id[j.trial_id], use_eval, size, th, j.score.budget) for j in judged}
+    env_tables = {j.trial_id: env_table(by_id[j.trial_id], use_eval, size, th, j.score.budget) for j in judged}  # where each score reads
+    # the sweep-wide view of each env (its signal, and whether any trial learned from it): every trial's whole run, so that
+    # a trial whose first eval came after the episode budget (n swept) still counts
+    whole = {j.trial_id: env_tables[j.trial_id] if j.score.budget is None else env_table(by_id[j.trial_id], use_eval, size, th) for j in judged}
     env_rows = env_tables[judged[0].trial_id] if judged and judged[0].score.gain is not None else []
     ranked = [(j.trial_id, {k: summaries[j.trial_id].config.get(k) for k in sweep.swept_keys}, j.score, j.verdict) for j in judged]
     rep = Report(
         name=sweep.name, uri=sweep.uri, metric=metric_key(use_eval), use_eval=use_eval, swept_keys=sweep.swept_keys, thresholds=th,
         trials=trials, env_rows=env_rows, diagnoses=diagnose(env_rows, th), importance=importance,
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
-        judged=judged, env_tables=env_tables, envs=sweep_envs(env_tables, {t.trial_id: t.steps for t in trials}),
+        judged=judged, env_tables=env_tables, envs=sweep_envs(whole, {t.trial_id: t.steps for t in trials}),
         confirmation=sweep.confirmation, looked=looked(sweep.saved.get("space") or {}, [t.config for t in sweep.trials]),
     )
     rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), confirmation_text(rep.confirmation), env_advice(rep.envs)]))

@@ -19,7 +19,7 @@ from typing import Any
 
 from sweep.report.load import TrialData
 from sweep.report.summary import train_series
-from sweep.verdict.score import EvalPoint, score_trials, window
+from sweep.verdict.score import EvalPoint, score_trials, window, within
 from sweep.verdict.thresholds import EPS, Thresholds
 
 STATUSES = ("IMPROVED", "FLAT", "SATURATED", "FAILING", "REGRESSED")
@@ -127,11 +127,11 @@ def env_row(trial: TrialData, env: str, use_eval: bool, size: int, th: Threshold
     base, trained = env_points(trial, env) if use_eval else training_points(trial, env)
     if base is None and use_eval and trained:  # a sweep from before the base was evaluated: its first eval
         base, trained = trained[0], trained[1:]
-    points = window(trained, size, budget)
-    if base is None or not points:
+    trained = within(trained, budget)
+    if base is None or not trained:
         return None
-    trained = [p for p in trained if p.step <= points[-1].step]  # within the budget
     score = score_trials(base, {trial.trial_id: trained}, size)[trial.trial_id]
+    points = window(trained, size)
     best = max(trained, key=lambda p: p.pass_at_1)
     variance = [v for _, v in train_series(trial, f"reward/{env}/variance_per_prompt")]
     errors = [v for _, v in train_series(trial, f"reward/{env}/env_error_frac")]

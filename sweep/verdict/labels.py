@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from statistics import fmean, median
 
 from grpo.losses import POLICY_LOSS_SPECS
@@ -226,14 +226,14 @@ def _unscored(t: TrialEvidence, s: Score) -> Verdict:
 
 def verdict(t: TrialEvidence, s: Score, th: Thresholds | None = None, scale: UpdateScale | None = None) -> Verdict:
     """The first rule that holds, in the module's order; ``scale``: the sweep's own update size (``update_scale``).
-    A trial that failed after trained evals is an error (ranked last, counted among the failed), its evals' reading
-    kept in the words."""
+    A trial that failed after trained evals is an error (ranked last, counted among the failed, no LR advice: the
+    failure is what to mend first), its evals' reading kept in the words."""
     th = th or Thresholds()
     if s.gain is None:
         return _unscored(t, s)
     read = _scored(t, s, th, scale)
     if t.status == "error":
-        return replace(read, label="error", why=f"failed after its evals ({t.error or 'no error message'}); until then: {read.label}, {read.why}")
+        return Verdict("error", f"failed after its evals ({t.error or 'no error message'}); until then: {read.label}, {read.why}")
     return read
 
 

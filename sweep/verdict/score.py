@@ -63,10 +63,14 @@ class Score:
 
 def window(evals: Sequence[EvalPoint], size: int, budget: float | None = None) -> list[EvalPoint]:
     """The last ``size`` trained evals (step ≥ 1) spent within ``budget`` episodes."""
+    return within(evals, budget)[-size:]
+
+
+def within(evals: Sequence[EvalPoint], budget: float | None) -> list[EvalPoint]:
+    """The trained evals (step ≥ 1), oldest first, spent within ``budget`` episodes (None: all; an eval whose
+    episodes are unknown counts as within)."""
     trained = [e for e in sorted(evals, key=lambda e: e.step) if e.step >= 1]
-    if budget is not None:
-        trained = [e for e in trained if e.episodes is None or e.episodes <= budget + 1e-9]
-    return trained[-size:]
+    return trained if budget is None else [e for e in trained if e.episodes is None or e.episodes <= budget + 1e-9]
 
 
 def common_budget(trials: Mapping[str, Sequence[EvalPoint]], finished: set[str]) -> float | None:

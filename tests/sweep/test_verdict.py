@@ -427,6 +427,10 @@ def test_a_trial_that_failed_after_its_evals_is_an_error_its_evals_read_in_the_w
     v = verdict(crashed, scores["crashed"])
     assert v.label == "error" and v.why.startswith("failed after its evals (torch.OutOfMemoryError: CUDA out of memory); until then: learns, ")
     assert "held-out pass@1 rose" in v.why
+    fell = [point(5, 0.05, spread=0.25), point(10, 0.02, spread=0.25)]
+    fallen = verdict(TrialEvidence("fallen", status="error", error="RuntimeError: x", evals=fell, base=BASE),
+                     score_trials(BASE, {"fallen": fell}, size=2)["fallen"])
+    assert (fallen.label, fallen.lr) == ("error", "") and "until then: too high" in fallen.why  # the failure first: no LR advice
     winner_v = verdict(TrialEvidence("winner", evals=rose, base=BASE), scores["winner"])
     text = verdict_text([("winner", {}, scores["winner"], winner_v), ("crashed", {}, scores["crashed"], v)], 0.3)
     assert "The others: 1 failed." in text and "learners behind" not in text
