@@ -190,12 +190,12 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name, "confirm")
-    check_free(store, name, "sweep confirm", "note")  # a driver running the sweep (a resume) is about to rank it anew
+    check_free(store, name, "sweep confirm")  # a driver running the sweep (a resume) is about to rank it anew
     me = claim(store, name, "sweep confirm")  # held while its confirming sweep runs: a `resume` of the sweep waits for it
     try:
         return _confirm(store, name, cfg, uri, top, seeds, steps, fresh, watch, cut_short)
     finally:
-        release(store, name, me)
+        release(me)
 
 
 def _confirm(store: Storage, name: str, cfg: SweepConfig, uri: str, top: int, seeds: int, steps: int | None, fresh: bool, watch,

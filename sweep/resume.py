@@ -44,10 +44,17 @@ def foreign_entries(store: Storage, name: str) -> list[str]:
     the user's own files, which neither ``run`` nor ``--fresh`` may delete."""
     if sweep_exists(store, name):
         return []
-    return [entry for entry in store.entries(name) if entry not in OWN_BEFORE_CONFIG and not entry.startswith(CONFIG_FILE + PARTIAL)]
+    own = (CONFIG_FILE, *OWN_BEFORE_CONFIG)
+    return [entry for entry in store.entries(name) if entry not in own and not any(entry.startswith(o + PARTIAL) for o in own)]
 
 
 def start_fresh(store: Storage, name: str, fresh: bool, space: str, start_over: str | None = None) -> None:
+    """``refuse_overwrite``, then ``clear``."""
+    refuse_overwrite(store, name, fresh, space, start_over)
+    clear(store, name)
+
+
+def refuse_overwrite(store: Storage, name: str, fresh: bool, space: str, start_over: str | None = None) -> None:
     """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study), and a folder of
     the sweep's name that holds anything else always: it is not ours to delete. ``start_over``: the command that
     starts this sweep over, for the refusal (default: ``sweep run`` of ``space`` with ``--fresh``)."""
@@ -64,8 +71,18 @@ def start_fresh(store: Storage, name: str, fresh: bool, space: str, start_over: 
             f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
             f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
         )
-    store.delete_dir(name)
-    optuna_db_path(store, name).unlink(missing_ok=True)  # a local study left from an earlier run of this name
+
+
+def clear(store: Storage, name: str, keep: tuple[str, ...] = ()) -> None:
+    """Delete the sweep's folder but ``keep`` (the new driver's marker), and a local study left from an earlier run
+    of this name."""
+    if keep:
+        for entry in store.entries(name):
+            if entry not in keep:
+                store.delete_dir(name, entry) if store.is_dir(name, entry) else store.delete(name, entry)
+    else:
+        store.delete_dir(name)
+    optuna_db_path(store, name).unlink(missing_ok=True)
 
 
 def failed_start(store: Storage, name: str) -> bool:

@@ -33,17 +33,23 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.watch.live_server``).
     ``start_over``: the command the refusal names to start it over (default: ``sweep run`` of ``space`` with ``--fresh``).
     """
-    from sweep.resume import failed_start, forget_failed_start, save_config, start_fresh
-    from sweep.store.driver import check_free, claim, release
+    from sweep.resume import clear, failed_start, forget_failed_start, refuse_overwrite, save_config
+    from sweep.store.driver import DRIVER_FILE, check_free, claim, release, still_held
     from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import prepare_bases
 
     check_machine(cfg)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
-    check_free(store, cfg.name, "sweep run", "note" if fresh else "refuse")  # before anything of it is deleted
-    start_fresh(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
-    me = claim(store, cfg.name, "sweep run")
+    check_free(store, cfg.name, "sweep run")  # before anything of it is deleted
+    refuse_overwrite(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
+    me = claim(store, cfg.name, "sweep run")  # before the old folder goes (on S3, a large one's deletion takes minutes)
+    try:
+        clear(store, cfg.name, keep=(DRIVER_FILE,))
+        still_held(me)  # a second start that checked while this one was checking
+    except BaseException:
+        release(me)
+        raise
     try:
         if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
             store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
@@ -57,7 +63,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
         forget_failed_start(store, cfg.name)
         raise
     finally:
-        release(store, cfg.name, me)
+        release(me)
 
 
 def resume_sweep(uri: str, watch: Watch | None = None) -> int:
@@ -74,12 +80,12 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     cfg = load_config(store, name)
     check_snapshot(store, name)
     check_machine(cfg)
-    check_free(store, name, "sweep resume", "note")  # resume is for a driver that died, on this machine or another
+    check_free(store, name, "sweep resume")  # resume is for a driver that died, on this machine or another
     me = claim(store, name, "sweep resume")
     try:
         return _restore_and_fit(cfg, store, name, watch)
     finally:
-        release(store, name, me)
+        release(me)
 
 
 def _restore_and_fit(cfg: SweepConfig, store: Storage, name: str, watch: Watch | None) -> int:

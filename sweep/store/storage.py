@@ -85,8 +85,7 @@ class Storage:
     def copy(self, source: tuple[str, ...], target: tuple[str, ...]) -> None:
         """Copy a file or directory within this storage (a directory's files at its top level too: pyarrow makes the
         folders it copies into only below the target)."""
-        is_dir = self.fs.get_file_info(self.path(*source)).type == pafs.FileType.Directory
-        self.fs.create_dir(self.path(*target) if is_dir else self.path(*target).rsplit("/", 1)[0], recursive=True)
+        self.fs.create_dir(self.path(*target) if self.is_dir(*source) else self.path(*target).rsplit("/", 1)[0], recursive=True)
         pafs.copy_files(self.path(*source), self.path(*target), source_filesystem=self.fs, destination_filesystem=self.fs)
 
     def download(self, local: str | Path, *parts: str) -> bool:
@@ -106,6 +105,9 @@ class Storage:
     def delete_dir(self, *parts: str) -> None:
         if self.exists(*parts):
             self.fs.delete_dir(self.path(*parts))
+
+    def is_dir(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.Directory
 
     def delete(self, *parts: str) -> None:
         """Delete a file (nothing when it is not there)."""

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.store.driver import DRIVER_FILE, Driver, claim, pid_namespace, process_alive, process_start, release, standing
+from configkit.base import ConfigError
+from sweep.store.driver import DRIVER_FILE, Driver, claim, pid_namespace, process_alive, process_start, release, standing, still_held
 from sweep.store.storage import open_storage
 from tests.sweep.test_bad_inputs import BASE, run_main, started, write_files  # noqa: F401
 
@@ -61,6 +62,7 @@ def test_a_second_run_or_resume_while_the_first_drives_is_refused_and_deletes_no
     first_driver.send_signal(signal.SIGKILL)
     first_driver.wait()
     assert (tmp_path / "results" / "t" / DRIVER_FILE).exists()  # killed outright: its marker stays
+    write_files(tmp_path, {f"results/t/{DRIVER_FILE}.partial-{first_driver.pid}-1": "{"})  # and a beat it was writing
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 0, err
     assert started == ["environment", "bases", "tune"]
@@ -97,36 +99,59 @@ def test_confirm_waits_for_the_sweeps_driver_and_holds_the_sweep_while_it_confir
     assert not (tmp_path / "results" / "t" / DRIVER_FILE).exists()  # released however it ended
 
 
-def test_a_marker_from_another_host_is_refused_by_run_and_noted_by_fresh_and_resume(tmp_path, monkeypatch, capsys, started):
-    """Another host's process cannot be checked from here: `run` refuses, naming the host and how to start over;
-    `run --fresh` and `resume` (continuing a sweep whose machine died, from another) go on and say whose it was."""
+def _other_host_driver(tmp_path: Path) -> subprocess.Popen:
+    """A process that claims sweep ``t`` as if it ran on host node-b, beating every 0.2 s."""
+    code = ("import socket, sys, time\nsocket.gethostname = lambda: 'node-b'\nfrom sweep.store.driver import claim\n"
+            "from sweep.store.storage import open_storage\nclaim(open_storage(sys.argv[1]), 't', 'sweep run')\n"
+            "print('claimed', flush=True)\ntime.sleep(300)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "GRPO_SWEEP_DRIVER_BEAT_S": "0.2"})
+    assert child.stdout.readline().strip() == "claimed"
+    return child
+
+
+def test_another_hosts_marker_is_refused_while_it_beats_and_taken_over_once_silent(tmp_path, monkeypatch, capsys, started):
+    """Another host's process cannot be asked: its marker is watched for 3 beats. A driver that beats is refused, by
+    `run --fresh` too, its folder untouched; killed outright (its machine lost), its marker stops beating, and `run`
+    (as a launcher restarting the sweep on a new machine runs it) and `resume` go on, saying whose it was."""
     monkeypatch.chdir(tmp_path)
-    other = {"host": f"not-{socket.gethostname()}", "pid": 4242, "pid_start": "17", "started": time.time() - 600, "command": "sweep run",
-             "pid_ns": pid_namespace()}
-    write_files(tmp_path, {"space.yaml": BASE, BUILDING: "{}\n", f"results/t/{DRIVER_FILE}": json.dumps(other)})
+    monkeypatch.setenv("GRPO_SWEEP_DRIVER_BEAT_S", "0.2")
+    write_files(tmp_path, {"space.yaml": BASE, BUILDING: "{}\n"})
+    child = _other_host_driver(tmp_path)
+    try:
+        for argv in (["run", "space.yaml"], ["run", "space.yaml", "--fresh"]):
+            code, out, err = run_main(argv, capsys)
+            assert code == 2 and f"process {child.pid} on host node-b" in err and "and it beats" in err, err
+        assert (tmp_path / BUILDING).exists() and started == []
+    finally:
+        child.kill()
+        child.wait()
     code, out, err = run_main(["run", "space.yaml"], capsys)
-    assert code == 2 and f"process 4242 on host {other['host']}" in err and "--fresh" in err, err
-    assert (tmp_path / BUILDING).exists() and started == []
-    code, out, err = run_main(["run", "space.yaml", "--fresh"], capsys)
-    assert code == 0 and f"process 4242 on host {other['host']}" in err and "going on" in err, err
+    assert code == 0 and f"process {child.pid} on host node-b" in err and "no heartbeat in 1 s: that driver is gone; going on" in err, err
     assert started == ["environment", "bases", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
-    write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}",
-                           f"results/t/{DRIVER_FILE}": json.dumps(other)})
+    silent = {"host": "node-c", "pid": 4242, "pid_start": "17", "started": time.time() - 600, "command": "sweep resume"}
+    write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}", f"results/t/{DRIVER_FILE}": json.dumps(silent)})
     code, out, err = run_main(["resume", "results/t"], capsys)
-    assert code == 0 and "going on" in err and "resuming" in out, err
+    assert code == 0 and "process 4242 on host node-c" in err and "going on" in err and "resuming" in out, err
     assert started[-3:] == ["environment", "bases", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
 
 
-def test_a_marker_from_another_container_on_this_host_is_not_read_by_its_process_id(tmp_path, monkeypatch, capsys, started):
-    """Two containers may share the host's name, each with its own process ids: a marker from another pid namespace
-    names no process here (its id may be free here, or another's), so it is refused as another host's is."""
+def test_markers_of_another_container_or_another_folder(tmp_path, monkeypatch, capsys, started):
+    """A container sharing the host's name has its own process ids: its marker is watched as another host's, never read by
+    its id. A marker naming another folder is a copy's (the folder copied while its sweep ran): no obstacle here."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRPO_SWEEP_DRIVER_BEAT_S", "0.2")
     there = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": None, "started": time.time(), "command": "sweep run",
-             "pid_ns": "pid:[1]"}
+             "pid_ns": "pid:[1]"}  # this very process's id, in another namespace: not this process
     write_files(tmp_path, {"space.yaml": BASE, BUILDING: "{}\n", f"results/t/{DRIVER_FILE}": json.dumps(there)})
     code, out, err = run_main(["run", "space.yaml"], capsys)
-    assert code == 2 and f"process {os.getpid()} in another container (process namespace) on this host" in err, err
-    assert (tmp_path / BUILDING).exists() and started == []
+    assert code == 0 and f"process {os.getpid()} in another container (process namespace) on this host" in err and "going on" in err, err
+    copied = {**there, "pid_ns": pid_namespace(), "pid": os.getppid(), "folder": str(tmp_path / "elsewhere" / "t")}
+    write_files(tmp_path, {f"results/t/{DRIVER_FILE}": json.dumps(copied)})
+    write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}"})
+    (tmp_path / "results" / "t" / "sweep_config.json").write_text(json.dumps(_saved_config(tmp_path)))
+    code, out, err = run_main(["resume", "results/t"], capsys)
+    assert code == 0 and "watching" not in err, err  # the parent process is alive, but its marker is another folder's
 
 
 def test_a_process_is_the_one_that_wrote_the_marker_only_with_its_start_time(first_driver):
@@ -141,25 +166,35 @@ def test_a_process_is_the_one_that_wrote_the_marker_only_with_its_start_time(fir
 
 
 def test_standing_by_hand():
-    marker = Driver("node-a", 100, "5", 0.0, "sweep run", "pid:[1]")
-    assert standing(marker, "node-a", lambda pid, start: True, 7, "pid:[1]") == "live"
-    assert standing(marker, "node-a", lambda pid, start: False, 7, "pid:[1]") == "gone"
-    assert standing(marker, "node-a", lambda pid, start: True, 100, "pid:[1]") == "gone"  # this very process (a resume after its own run)
-    assert standing(marker, "node-b", lambda pid, start: True, 7, "pid:[1]") == "elsewhere"
-    # a container sharing the host's name, its own process ids: process 100 here is not the one that wrote it
-    assert standing(marker, "node-a", lambda pid, start: True, 7, "pid:[2]") == "elsewhere"
+    marker = Driver("node-a", 100, "5", 0.0, "sweep run", "pid:[1]", "/r/t")
+    here = Driver("node-a", 7, None, 0.0, "sweep run", "pid:[1]", "/r/t")
+    assert standing(marker, here, lambda pid, start: True) == "live"
+    assert standing(marker, here, lambda pid, start: False) == "gone"
+    assert standing(marker, Driver("node-a", 100, None, 0.0, "sweep resume", "pid:[1]", "/r/t"), lambda pid, start: True) == "gone"  # itself
+    assert standing(marker, Driver("node-b", 7, None, 0.0, "sweep run", "pid:[1]", "/r/t"), lambda pid, start: True) == "elsewhere"
+    assert standing(marker, Driver("node-a", 7, None, 0.0, "sweep run", "pid:[2]", "/r/t"), lambda pid, start: True) == "elsewhere"
+    assert standing(marker, Driver("node-a", 7, None, 0.0, "sweep run", "pid:[1]", "/r/copy"), lambda pid, start: True) == "gone"
+    assert standing(Driver("node-a", 100, "5", 0.0, "sweep run"), Driver("node-a", 7, None, 0.0, "x"), lambda pid, start: True) == "live"
 
 
-def test_release_removes_only_its_own_marker(tmp_path):
+def test_a_claim_beats_until_released_and_release_removes_only_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_SWEEP_DRIVER_BEAT_S", "0.05")
     store = open_storage(str(tmp_path))
-    mine = claim(store, "t", "sweep run")
+    held = claim(store, "t", "sweep run")
+    time.sleep(0.5)
+    beats = json.loads((tmp_path / "t" / DRIVER_FILE).read_text())["beat"]
+    assert beats >= 3, beats
+    release(held)
+    assert not (tmp_path / "t" / DRIVER_FILE).exists() and not held.thread.is_alive()
+    held = claim(store, "t", "sweep run")
     later = {**json.loads((tmp_path / "t" / DRIVER_FILE).read_text()), "pid": os.getpid() + 1}
     (tmp_path / "t" / DRIVER_FILE).write_text(json.dumps(later))
-    release(store, "t", mine)
+    time.sleep(0.2)  # its beat stops writing once the marker is another's
+    assert json.loads((tmp_path / "t" / DRIVER_FILE).read_text()) == later and not held.thread.is_alive()
+    with pytest.raises(ConfigError, match=f"another driver claimed this sweep at the same moment \\(process {os.getpid() + 1} on host"):
+        still_held(held)
+    release(held)
     assert json.loads((tmp_path / "t" / DRIVER_FILE).read_text()) == later
-    (tmp_path / "t" / DRIVER_FILE).write_text(json.dumps(mine.__dict__))
-    release(store, "t", mine)
-    assert not (tmp_path / "t" / DRIVER_FILE).exists()
 
 
 def _saved_config(tmp_path: Path) -> dict:
