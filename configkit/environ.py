@@ -62,8 +62,8 @@ GRPO_ENV_TRACING = Variable("GRPO_ENV_TRACING", "1 keeps the MCP SDK's OpenTelem
 GRPO_SWEEP_SLACK_WEBHOOK = Variable("GRPO_SWEEP_SLACK_WEBHOOK", "the sweep notifier's webhook URL: a secret, so never in a space file", secret=True)
 GRPO_SWEEP_DASHBOARD = Variable("GRPO_SWEEP_DASHBOARD", "0 keeps Ray's dashboard off in sweep run/resume/confirm, as --no-dashboard "
                                 "does: the tests set it (each dashboard costs seconds to start, and its agents can outlive a killed driver)")
-GRPO_SWEEP_DRIVER_BEAT_S = Variable("GRPO_SWEEP_DRIVER_BEAT_S", "seconds between a sweep driver's heartbeats in its driver.json (default 15): "
-                                    "another host's marker that misses 3 counts as its driver gone (sweep.store.driver)")
+GRPO_SWEEP_DRIVER_BEAT_S = Variable("GRPO_SWEEP_DRIVER_BEAT_S", "seconds between a sweep driver's heartbeats in its driver.lock (default 15): "
+                                    "another host's marker unchanged for 4 of its beats counts as its driver gone (sweep.store.driver)")
 GRPO_SWEEP_LIVE_TOKEN = Variable("GRPO_SWEEP_LIVE_TOKEN", "the live sweep page's access token, needed to bind it to an address other "
                                  "than loopback; clients from elsewhere must present it (a secret: never in a space file)", secret=True)
 FLEET_API_KEY = Variable("FLEET_API_KEY", "hosted Fleet environments; passed to OpenEnv's FleetTaskEnv and nowhere else", secret=True)

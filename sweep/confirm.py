@@ -184,7 +184,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     """``cut_short``: continue the confirming sweep a driver left unfinished (``sweep resume``: its state there, no
     ``confirm.json``), when it confirms the same settings over the same seeds and steps; else start it (over, ``fresh``)."""
     from sweep.resume import load_config
-    from sweep.store.driver import check_free, claim, release
+    from sweep.store.driver import check_free, claim, release, settle_and_check
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -193,6 +193,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     check_free(store, name, "sweep confirm")  # a driver running the sweep (a resume) is about to rank it anew
     me = claim(store, name, "sweep confirm")  # held while its confirming sweep runs: a `resume` of the sweep waits for it
     try:
+        settle_and_check(me)
         return _confirm(store, name, cfg, uri, top, seeds, steps, fresh, watch, cut_short)
     finally:
         release(me)

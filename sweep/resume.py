@@ -56,20 +56,25 @@ def start_fresh(store: Storage, name: str, fresh: bool, space: str, start_over: 
 
 def refuse_overwrite(store: Storage, name: str, fresh: bool, space: str, start_over: str | None = None) -> None:
     """Refuse to overwrite an existing sweep unless asked (``--fresh``: delete it and its study), and a folder of
-    the sweep's name that holds anything else always: it is not ours to delete. ``start_over``: the command that
+    the sweep's name that holds anything else always (``refuse_foreign``). ``start_over``: the command that
     starts this sweep over, for the refusal (default: ``sweep run`` of ``space`` with ``--fresh``)."""
+    refuse_foreign(store, name)
+    if sweep_exists(store, name) and not fresh:
+        raise ConfigError(
+            f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
+            f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
+            f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
+        )
+
+
+def refuse_foreign(store: Storage, name: str) -> None:
+    """Refuse a folder of the sweep's name that holds what no sweep wrote: it is not ours to delete, or to write in."""
     foreign = foreign_entries(store, name)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise ConfigError(
             f"{store.display(name)} exists and is not a sweep's folder (it holds {shown}); a sweep named {name!r} would "
             "replace it. Give the sweep another name (key 'name') or storage (--storage), or move that folder away"
-        )
-    if sweep_exists(store, name) and not fresh:
-        raise ConfigError(
-            f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
-            f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
-            f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
         )
 
 

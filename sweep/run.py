@@ -33,20 +33,21 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``watch``: Ray's dashboard and the live page (default: both on, on loopback; ``sweep.watch.live_server``).
     ``start_over``: the command the refusal names to start it over (default: ``sweep run`` of ``space`` with ``--fresh``).
     """
-    from sweep.resume import clear, failed_start, forget_failed_start, refuse_overwrite, save_config
-    from sweep.store.driver import DRIVER_FILE, check_free, claim, release, still_held
+    from sweep.resume import clear, failed_start, forget_failed_start, refuse_foreign, refuse_overwrite, save_config
+    from sweep.store.driver import DRIVER_FILE, check_free, claim, holds, release, settle_and_check, still_held
     from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import prepare_bases
 
     check_machine(cfg)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
+    refuse_foreign(store, cfg.name)  # a folder of the user's: never written in
     check_free(store, cfg.name, "sweep run")  # before anything of it is deleted
-    refuse_overwrite(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
     me = claim(store, cfg.name, "sweep run")  # before the old folder goes (on S3, a large one's deletion takes minutes)
     try:
+        refuse_overwrite(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
         clear(store, cfg.name, keep=(DRIVER_FILE,))
-        still_held(me)  # a second start that checked while this one was checking
+        settle_and_check(me)  # a second start that checked while this one was checking: the later claim stands
     except BaseException:
         release(me)
         raise
@@ -55,12 +56,16 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
             store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
         prepare_environment()
         prepare_bases(cfg, store)
+        still_held(me)  # taken over during the bases' minutes (its beats failing): the folder is the other driver's now
         save_config(store, cfg)
         from sweep.tuner import build_tuner
 
         return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
     except BaseException:
-        forget_failed_start(store, cfg.name)
+        mine = holds(me)
+        release(me)  # the beat stopped before the folder goes: it would write the marker back
+        if mine:  # a folder another driver took over is not this start's to remove
+            forget_failed_start(store, cfg.name)
         raise
     finally:
         release(me)
@@ -72,7 +77,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
     from sweep.resume import check_snapshot, load_config
-    from sweep.store.driver import check_free, claim, release
+    from sweep.store.driver import check_free, claim, release, settle_and_check
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -83,6 +88,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     check_free(store, name, "sweep resume")  # resume is for a driver that died, on this machine or another
     me = claim(store, name, "sweep resume")
     try:
+        settle_and_check(me)  # two resumes that took over one silent marker together: the later claim stands
         return _restore_and_fit(cfg, store, name, watch)
     finally:
         release(me)

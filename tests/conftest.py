@@ -59,6 +59,14 @@ def no_dashboard():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def quick_driver_beat():
+    """Sweep drivers the tests start beat every second (default 15 s): a start's settling wait after its claim is a
+    quarter beat, seconds a sweep otherwise; tests that watch a beat set their own."""
+    with environ.GRPO_SWEEP_DRIVER_BEAT_S.temporarily("1"):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """Base policies built by tests go to a temporary directory (Ray workers inherit the variable)."""
     path = tmp_path_factory.mktemp("grpo-cache")

@@ -1,7 +1,7 @@
 """Which process drives a sweep now: a marker in the sweep's folder, so that a second driver of the same sweep is
 refused before it deletes or restores anything.
 
-``sweep run``, ``sweep resume`` and ``sweep confirm`` write ``{storage}/{name}/driver.json`` (the host, the process id,
+``sweep run``, ``sweep resume`` and ``sweep confirm`` write ``{storage}/{name}/driver.lock`` (the host, the process id,
 its start time and pid namespace, the folder, when, which command) before anything of theirs that could clash, keep it
 beating (a count rewritten every ``GRPO_SWEEP_DRIVER_BEAT_S`` seconds, 15 by default) and remove it when they end,
 however they end; a driver killed outright (``kill -9``, a machine lost) leaves it behind, and it stops beating.
@@ -9,9 +9,14 @@ Another command on the same sweep reads it first (``check_free``):
 
 - a process of this machine (and pid namespace) that is still the one that wrote it (its id alive, with the same start
   time where the system tells one) is a live driver: refused, named; one that is gone is no obstacle;
-- another host's (or container's) cannot be asked: it is watched for ``MISSED`` beats; beating, it is refused; silent,
-  its driver is gone, and the command goes on, saying so (a sweep whose machine was lost, started or resumed on another);
-- a marker that names another folder (a sweep's folder copied or moved while it ran) is another sweep's.
+- another host's (or container's) cannot be asked: it is watched for ``MISSED`` of its own beat intervals (its
+  writer's rhythm, kept in it); beating, it is refused; silent, its driver is gone, and the command goes on, saying so
+  (a sweep whose machine was lost, started or resumed on another);
+- on this host, a marker that names another folder (a sweep's folder copied or moved while it ran) is another sweep's.
+
+A start claims, then checks a moment later that the claim is still its own (of two made together the later stands),
+and again after its bases; a beat that finds another claim marks this one lost. ``driver.lock``, not ``.json``: Tune's
+restore downloads the experiment's ``*.json`` and uploads them back with every snapshot.
 
 Without it, a second ``sweep run`` of a name whose first start was still building its bases deleted that start's folder,
 and a ``sweep resume`` of a sweep whose driver was alive ran its trials twice.
@@ -26,16 +31,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+import psutil
 
 from configkit import environ
 from configkit.base import ConfigError
 from sweep.store.storage import Storage
 
-DRIVER_FILE = "driver.json"
+DRIVER_FILE = "driver.lock"  # JSON inside; not named *.json: Tune's restore downloads those and uploads them back every snapshot
 BEAT_S = 15.0  # default seconds between beats (GRPO_SWEEP_DRIVER_BEAT_S)
-MISSED = 3  # beats another host's marker must miss before its driver counts as gone
+MISSED = 4  # beat intervals (the marker's own) another host's marker must stay unchanged before its driver counts as gone
+SETTLE_S = 2.0  # after a claim, at most: longer than a watcher's poll, so of two claims made together the later is seen
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class Driver:
     pid_ns: str | None = None  # its process namespace (Linux: /proc/self/ns/pid), where ids mean what they mean here
     folder: str | None = None  # the sweep's folder it claimed (``Storage.display``)
     beat: int = 0  # rewritten while it runs: a marker whose count stops changing names a driver that is gone
+    every: float = BEAT_S  # its seconds between beats: a watcher waits for the writer's rhythm, not its own
 
     def same_claim(self, other: Driver | None) -> bool:
         """The same process's claim, whatever its beat."""
@@ -73,35 +82,48 @@ def pid_namespace() -> str | None:
 
 
 def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks after boot (field 22 of ``/proc/{pid}/stat``), or None where there is
-    no such file: with the id, it names one process, not a later one that was given the same id."""
+    """The process's start time as the system tells it (psutil: Linux, macOS, Windows), or None where it cannot:
+    with the id, it names one process, not a later one that was given the same id."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return repr(psutil.Process(pid).create_time())
+    except psutil.Error:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # after the command's name, which may hold spaces and parentheses
 
 
 def process_alive(pid: int, pid_start: str | None) -> bool:
-    """Whether the process ``pid`` runs on this machine and, where its start time was recorded, is the same one."""
+    """Whether the process ``pid`` runs on this machine (a zombie does not) and, where its start time was recorded,
+    is the same one."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return pid_start is None or repr(process.create_time()) == pid_start
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:  # another user's process: it exists
-        pass
-    return pid_start is None or process_start(pid) in (None, pid_start)
+    except psutil.AccessDenied:  # another user's process: it exists
+        return True
 
 
 def standing(marker: Driver, here: Driver, alive: Callable[[int, str | None], bool]) -> str:
     """``live`` (a process of this host and pid namespace, still the one that wrote the marker, and not ``here``'s),
-    ``gone`` (it ended, it is this very process, or the marker names another folder: a copy's), or ``elsewhere``
-    (another host's or namespace's: not to be asked from here). ``here``: this process, as ``this_driver`` says."""
-    if marker.folder is not None and marker.folder != here.folder:
-        return "gone"
+    ``gone`` (it ended, it is this very process, or the marker names another folder of this host: a copy's), or
+    ``elsewhere`` (another host's or namespace's: not to be asked from here; its folder may be this one mounted at
+    another path). ``here``: this process, as ``this_driver`` says."""
     if marker.host != here.host or marker.pid_ns != here.pid_ns:
         return "elsewhere"
+    if marker.folder is not None and here.folder is not None and not _same_folder(marker.folder, here.folder):
+        return "gone"
     return "live" if marker.pid != here.pid and alive(marker.pid, marker.pid_start) else "gone"
+
+
+def _same_folder(a: str, b: str) -> bool:
+    """One folder of this machine, however named (a case-insensitive file system, a second mount); S3 addresses by name."""
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is gone, or an S3 address
+        return False
 
 
 def folder_of(store: Storage, name: str) -> str:
@@ -113,20 +135,32 @@ def this_driver(command: str, folder: str | None = None) -> Driver:
     return Driver(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.time(), command, pid_namespace(), folder)
 
 
-def read_marker(store: Storage, name: str) -> Driver | None:
-    """The sweep's marker, or None where there is none or it cannot be read (a damaged marker names no process)."""
-    if not store.exists(name, DRIVER_FILE):
-        return None
-    try:
-        data = json.loads(store.read_text(name, DRIVER_FILE))
-        return Driver(str(data["host"]), int(data["pid"]), data.get("pid_start"), float(data["started"]), str(data["command"]),
-                      data.get("pid_ns"), data.get("folder"), int(data.get("beat", 0)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+class MarkerUnreadable(ConfigError):
+    """The marker is there and cannot be read: nothing can be said of its driver, so nothing may go on as if it were gone."""
+
+
+def read_marker(store: Storage, name: str, tries: int = 3) -> Driver | None:
+    """The sweep's marker, or None where there is none. A marker that cannot be read (storage failing, or caught
+    half-written) is read again up to ``tries`` times a second apart, then ``MarkerUnreadable``."""
+    for attempt in range(tries):
+        try:
+            if not store.exists(name, DRIVER_FILE):
+                return None
+            data = json.loads(store.read_text(name, DRIVER_FILE))
+            return Driver(str(data["host"]), int(data["pid"]), data.get("pid_start"), float(data["started"]), str(data["command"]),
+                          data.get("pid_ns"), data.get("folder"), int(data.get("beat", 0)), float(data.get("every", BEAT_S)))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            if attempt + 1 < tries:
+                time.sleep(1.0)
+    raise MarkerUnreadable(f"{store.display(name, DRIVER_FILE)} cannot be read ({why}): whether a driver runs this sweep now cannot "
+                           "be told. If none does, remove that file and run the command again")
 
 
 def check_free(store: Storage, name: str, command: str) -> None:
-    """Refuse when another driver runs the sweep now (``standing``; another host's watched for ``MISSED`` beats)."""
+    """Refuse when another driver runs the sweep now (``standing``; another host's watched for ``MISSED`` of its beats)."""
     marker = read_marker(store, name)
     if marker is None:
         return
@@ -140,8 +174,8 @@ def check_free(store: Storage, name: str, command: str) -> None:
             f"(`kill -INT {marker.pid}`: it stops as a driver that died does, and `python -m sweep resume` continues it)")
     if state == "elsewhere":
         other = "in another container (process namespace) on this host" if marker.host == socket.gethostname() else f"on host {marker.host}"
-        said = f"{where}: its driver.json names `{marker.command}` of process {marker.pid} {other} (since {since})"
-        window = MISSED * beat_s()
+        said = f"{where}: its {DRIVER_FILE} names `{marker.command}` of process {marker.pid} {other} (since {since})"
+        window = MISSED * marker.every
         print(f"{said}; watching it up to {window:.0f} s for a heartbeat", file=sys.stderr, flush=True)
         if _beats(store, name, marker, window):
             raise ConfigError(f"{said}, and it beats: that driver runs the sweep now. Wait for it to end, or stop it there; a second "
@@ -150,67 +184,95 @@ def check_free(store: Storage, name: str, command: str) -> None:
 
 
 def _beats(store: Storage, name: str, marker: Driver, window: float) -> bool:
-    """Whether the marker changes (a beat, or another claim) within ``window`` seconds."""
+    """Whether the marker changes (a beat, another claim, or its removal: a driver that ended) within ``window`` seconds;
+    a moment it cannot be read is no change."""
     end = time.monotonic() + window
     while time.monotonic() < end:
         time.sleep(min(1.0, window / 10))
-        now = read_marker(store, name)
-        if now is not None and now != marker:
-            return True
+        try:
+            now = read_marker(store, name, tries=1)
+        except MarkerUnreadable:
+            continue
+        if now != marker:
+            return now is not None
     return False
 
 
 @dataclass
 class Claim:
-    """A driver's hold on a sweep: its marker and the thread that keeps it beating."""
+    """A driver's hold on a sweep: its marker, the thread that keeps it beating, and whether another claim took it."""
 
     store: Storage
     name: str
     driver: Driver
     stop: threading.Event
-    thread: threading.Thread
+    thread: threading.Thread | None = None
+    lost: threading.Event = field(default_factory=threading.Event)
 
 
 def claim(store: Storage, name: str, command: str) -> Claim:
     """Write this process's marker into the sweep's folder and keep it beating until ``release``."""
-    me = this_driver(command, folder_of(store, name))
+    me = replace(this_driver(command, folder_of(store, name)), every=beat_s())
     store.write_text(json.dumps(asdict(me)), name, DRIVER_FILE)
-    stop = threading.Event()
-    thread = threading.Thread(target=_beat, args=(store, name, me, stop, beat_s()), name=f"driver-beat-{name}", daemon=True)
-    thread.start()
-    return Claim(store, name, me, stop, thread)
+    held = Claim(store, name, me, threading.Event())
+    held.thread = threading.Thread(target=_beat, args=(held,), name=f"driver-beat-{name}", daemon=True)
+    held.thread.start()
+    return held
 
 
-def _beat(store: Storage, name: str, me: Driver, stop: threading.Event, every: float) -> None:
-    """Rewrite the marker with the next count every ``every`` seconds while it is still this process's claim."""
-    beat = me.beat
-    while not stop.wait(every):
+def _beat(held: Claim) -> None:
+    """Rewrite the marker with the next count every beat while it is still this process's claim; another claim in it (or
+    none) ends the beat and marks the claim lost (``still_held`` says so). A read or write that fails is tried next beat."""
+    beat = held.driver.beat
+    while not held.stop.wait(held.driver.every):
         try:
-            if not me.same_claim(read_marker(store, name)):
-                return  # removed, or another driver's now: not ours to write
-            beat += 1
-            store.write_text(json.dumps(asdict(replace(me, beat=beat))), name, DRIVER_FILE)
-        except OSError:  # a storage hiccup: the next beat tries again
+            marker = read_marker(held.store, held.name, tries=1)
+        except MarkerUnreadable:
+            continue
+        if not held.driver.same_claim(marker):
+            held.lost.set()
+            return
+        beat += 1
+        if held.stop.is_set():
+            return
+        try:
+            held.store.write_text(json.dumps(asdict(replace(held.driver, beat=beat))), held.name, DRIVER_FILE)
+        except OSError:
             continue
 
 
+def settle_and_check(held: Claim) -> None:
+    """After a claim: wait out a watcher's poll, then ``still_held`` (of two claims made together, the later stands)."""
+    time.sleep(min(SETTLE_S, held.driver.every / 4))
+    still_held(held)
+
+
 def still_held(held: Claim) -> None:
-    """Refuse when another driver claimed the sweep since ``held`` was written (two starts in the same instant: the
-    later claim stands, the earlier stops here)."""
+    """Refuse when another driver claimed the sweep since ``held`` was written: the later claim stands, this one stops."""
     marker = read_marker(held.store, held.name)
-    if not held.driver.same_claim(marker):
-        who = f"process {marker.pid} on host {marker.host}" if marker else "a command that removed the marker"
-        raise ConfigError(f"{held.store.display(held.name)}: another driver claimed this sweep at the same moment ({who}); "
+    if held.lost.is_set() or not held.driver.same_claim(marker):
+        who = f"process {marker.pid} on host {marker.host}" if marker and not held.driver.same_claim(marker) else "a command that removed it"
+        raise ConfigError(f"{held.store.display(held.name)}: another driver claimed this sweep after this one ({who}); "
                           "it goes on and this one stops")
 
 
+def holds(held: Claim) -> bool:
+    """Whether the sweep is still this claim's (its marker this process's, never taken meanwhile); unreadable: no."""
+    try:
+        return not held.lost.is_set() and held.driver.same_claim(read_marker(held.store, held.name))
+    except MarkerUnreadable:
+        return False
+
+
 def release(held: Claim) -> None:
-    """Stop the beat and remove the marker if it is still this process's (a later driver's is not ours to remove). Never
-    raises: the sweep's results stand, and a marker left behind names a process that is gone and stops beating."""
+    """Stop the beat (waiting for one under way) and remove the marker if it is still this process's (a later driver's is
+    not ours to remove). Never raises: the sweep's results stand, and a marker left behind names a process that is gone
+    and stops beating. Safe to call twice."""
     held.stop.set()
-    held.thread.join(timeout=30)
+    if held.thread is not None:
+        held.thread.join(timeout=300)  # a write stuck on storage: S3's requests time out well before
     try:
         if held.driver.same_claim(read_marker(held.store, held.name)):
             held.store.delete(held.name, DRIVER_FILE)
-    except OSError as exc:
+    except (OSError, MarkerUnreadable) as exc:
         print(f"{held.store.display(held.name, DRIVER_FILE)} could not be removed ({exc}); it names a process that is gone", file=sys.stderr)
