@@ -3,20 +3,23 @@ label, and the one ranking that the end-of-run leaderboard, ``sweep report`` and
 
 Trials are scored against the base their curve starts from: the sweep's shared base eval (the same for
 every trial of one base), or, in sweeps from before it was shared, the trial's own step 0. The update size
-that moves the score is measured among the trials of one base (``update_scale``): another model moves on
-another scale. Ties are
+that moves the score is measured among the trials of one base policy (``update_scale``, ``policy_key``): another
+model moves on another scale, while another eval of the same model (an eval-only key swept) does not. Ties are
 computed among the trials that share the winner's base (a paired bootstrap needs the same tasks).
 Reading is ``sweep.report.load``'s job; the math is ``sweep.verdict``'s.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Any
 
+from configkit.base import get_dotted
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
+from sweep.spec.bases import BASE_KEYS
 from sweep.verdict.labels import TrialEvidence, Verdict, update_scale, verdict
 from sweep.verdict.pick import middle_learner
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, winner
@@ -128,10 +131,20 @@ def judge(sweep: SweepData, statuses: dict[str, str], th: Thresholds | None = No
     scores = _ties_only_beside_the_winner(scores, keys, errored)
     by_id = {t.trial_id: t for t in sweep.trials}
     evidences = {name: evidence(by_id[name], statuses.get(name, "finished"), training) for name in scores}
-    scales = {key: update_scale([(evidences[t.trial_id], scores[t.trial_id]) for t in members], th) for key, members in groups.items()}
-    verdicts = {name: verdict(evidences[name], scores[name], th, scales[keys[name]]) for name in scores}
+    policies = {t.trial_id: policy_key(t, keys[t.trial_id]) for t in sweep.trials}
+    scales = {policy: update_scale([(evidences[n], scores[n]) for n in scores if policies[n] == policy], th) for policy in set(policies.values())}
+    verdicts = {name: verdict(evidences[name], scores[name], th, scales[policies[name]]) for name in scores}
     order, scores = _middle_of_the_band(rank(scores, errored), scores, verdicts, evidences, errored)
     return [Judged(name, scores[name], verdicts[name], evidences[name], keys[name]) for name in order]
+
+
+def policy_key(trial: TrialData, group: str) -> str:
+    """Which base policy a trial trains: its saved trainer config's model recipe (``sweep.spec.bases.BASE_KEYS``). The
+    update size that learns is the policy's, so trials of one base whose evals differ (an eval-only key swept, each
+    value its own base eval) share one scale; a trial without a saved config keeps its base eval's ``group``."""
+    if not trial.trainer_config:
+        return group
+    return json.dumps({key: get_dotted(trial.trainer_config, key) for key in sorted(BASE_KEYS)}, sort_keys=True, default=str)
 
 
 def _middle_of_the_band(order: list[str], scores: dict[str, Score], verdicts: dict[str, Verdict],

@@ -448,3 +448,27 @@ def test_a_trial_without_per_task_results_leaves_the_others_their_intervals():
     assert {k: scores[k] for k in evals} == alone and alone["winner"].low is not None and alone["close"].tied
     assert scores["lost"].low is None and scores["lost"].moved == "rose" and not scores["lost"].tied
     assert scores["lost"].gain == pytest.approx((lost[0].pass_at_1 + lost[1].pass_at_1) / 2 - BASE.pass_at_1)
+
+
+def test_trials_of_one_base_policy_share_an_update_scale_whatever_their_base_evals():
+    """An eval-only key swept (`rollout.temperature`, each value its own base eval): the trials' scores are against
+    their own base evals, but the update size that learns is the policy's. A trial with a tiny update whose base eval
+    no learner shares is too low by the learner of the other eval, not flat with "no trial of this sweep learned";
+    a trial of another base policy (another model) is measured on its own scale."""
+    from sweep.report.judge import judge
+    from sweep.report.load import SweepData, TrialData
+
+    def trial(name: str, base_key: str, evals: list[EvalPoint], kl: float, model: str = "tiny-a") -> TrialData:
+        lines = [{"global_step": p.step, "eval/avg_pass_at_1": p.pass_at_1, "tasks": {k: list(v) for k, v in p.tasks.items()},
+                  **({"base_eval": base_key} if p.step == 0 else {})} for p in [BASE, *evals]]
+        rows = [{"training_iteration": s, "policy/update_kl": kl, "reward/variance_per_prompt": 0.1} for s in range(1, 11)]
+        return TrialData(name, name, {}, rows, lines, {"model": {"name_or_path": model}, "rollout": {"temperature": 0.7 if base_key == "a" else 1.0}})
+
+    rose = [point(5, 0.55, spread=0.25), point(10, 0.60, spread=0.25)]
+    held = [point(5, 0.30, spread=0.25), point(10, 0.30, spread=0.25)]
+    sweep = SweepData("u", "s", [trial("learner", "a", rose, 2e-3), trial("tiny", "b", held, 3e-8),
+                                 trial("other model", "c", held, 3e-8, model="tiny-b")], None, ["rollout.temperature"])
+    verdicts = {j.trial_id: j.verdict for j in judge(sweep, {"learner": "finished", "tiny": "finished", "other model": "finished"})}
+    assert verdicts["learner"].label == "learns"
+    assert verdicts["tiny"].label == "too low" and "that of trial learner" in verdicts["tiny"].why
+    assert verdicts["other model"].label == "flat" and "no trial of this sweep learned" in verdicts["other model"].why
