@@ -183,55 +183,44 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
                 cut_short: bool = False) -> int:
     """``cut_short``: continue the confirming sweep a driver left unfinished (``sweep resume``: its state there, no
     ``confirm.json``), when it confirms the same settings over the same seeds and steps; else start it (over, ``fresh``)."""
-    from sweep.resume import load_config
-    from sweep.store.driver import check_free, claim, release, settle_and_check
+    from sweep.resume import STATE_FILE, experiment_uri, load_config
+    from sweep.run import resume_sweep, run_sweep, write_report
+    from sweep.store.driver import driving
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name, "confirm")
-    check_free(store, name, "sweep confirm")  # a driver running the sweep (a resume) is about to rank it anew
-    me = claim(store, name, "sweep confirm")  # held while its confirming sweep runs: a `resume` of the sweep waits for it
-    try:
-        settle_and_check(me)
-        return _confirm(store, name, cfg, uri, top, seeds, steps, fresh, watch, cut_short)
-    finally:
-        release(me)
-
-
-def _confirm(store: Storage, name: str, cfg: SweepConfig, uri: str, top: int, seeds: int, steps: int | None, fresh: bool, watch,
-             cut_short: bool) -> int:
-    """``run_confirm``'s work once the sweep is claimed."""
-    from sweep.resume import STATE_FILE, experiment_uri, load_config
-    from sweep.run import resume_sweep, run_sweep, write_report
-
-    if not store.exists(name, "leaderboard.json"):
-        raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
-    rows = json.loads(store.read_text(name, "leaderboard.json"))
-    original = top_settings(rows, top)
-    if not original:
-        raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")
-    fresh_seeds = [CONFIRM_SEED_BASE + i for i in range(seeds)]
-    confirm = confirm_config(cfg, [s for _, s, _ in original], fresh_seeds, steps or 2 * cfg.trainer.total_steps, f"{store.display(name)}/{cfg.name}_confirm")
-    if cut_short and store.exists(confirm.name, STATE_FILE) and _same_confirmation(load_config(store, confirm.name), confirm):
-        print(f"confirm stage: continuing {store.display(confirm.name)}, which its driver left unfinished", flush=True)
-        status = resume_sweep(experiment_uri(store.uri, confirm.name), watch=watch)
-    else:
-        status = run_sweep(confirm, fresh=fresh, base_evals_from=name, watch=watch, start_over=f"python -m sweep confirm {uri} --fresh")
-    confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
-    results = summarize(original, confirmed, fresh_seeds)
-    held = holds(results)
-    render(results, fresh_seeds, held)
-    winner = max((r for r in results if r.mean is not None), key=lambda r: r.mean, default=None)
-    summary = {"holds": held, "seeds": fresh_seeds, "steps": confirm.trainer.total_steps,
-               "settings": [{**r.__dict__, "mean": r.mean} for r in results]}
-    store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
-    if winner is not None:
-        print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
-    else:  # an earlier confirmation's winner is not this one's
-        store.delete_dir(name, WINNER_DIR)
-    write_report(store, name)  # the sweep's report, now with the confirmation (`sweep confirm` alone left it stale)
-    return status
+    # held while its confirming sweep runs (a `resume` of the sweep waits for it), and refused while a driver runs the
+    # sweep (a resume retrying errored trials is about to rank it anew)
+    with driving(store, name, "sweep confirm"):
+        if not store.exists(name, "leaderboard.json"):
+            raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
+        rows = json.loads(store.read_text(name, "leaderboard.json"))
+        original = top_settings(rows, top)
+        if not original:
+            raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")
+        fresh_seeds = [CONFIRM_SEED_BASE + i for i in range(seeds)]
+        confirm = confirm_config(cfg, [s for _, s, _ in original], fresh_seeds, steps or 2 * cfg.trainer.total_steps, f"{store.display(name)}/{cfg.name}_confirm")
+        if cut_short and store.exists(confirm.name, STATE_FILE) and _same_confirmation(load_config(store, confirm.name), confirm):
+            print(f"confirm stage: continuing {store.display(confirm.name)}, which its driver left unfinished", flush=True)
+            status = resume_sweep(experiment_uri(store.uri, confirm.name), watch=watch)
+        else:
+            status = run_sweep(confirm, fresh=fresh, base_evals_from=name, watch=watch, start_over=f"python -m sweep confirm {uri} --fresh")
+        confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
+        results = summarize(original, confirmed, fresh_seeds)
+        held = holds(results)
+        render(results, fresh_seeds, held)
+        winner = max((r for r in results if r.mean is not None), key=lambda r: r.mean, default=None)
+        summary = {"holds": held, "seeds": fresh_seeds, "steps": confirm.trainer.total_steps,
+                   "settings": [{**r.__dict__, "mean": r.mean} for r in results]}
+        store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
+        if winner is not None:
+            print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
+        else:  # an earlier confirmation's winner is not this one's
+            store.delete_dir(name, WINNER_DIR)
+        write_report(store, name)  # the sweep's report, now with the confirmation (`sweep confirm` alone left it stale)
+        return status
 
 
 def confirmation_is_current(store: Storage, name: str, top: int) -> bool:

@@ -34,7 +34,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     ``start_over``: the command the refusal names to start it over (default: ``sweep run`` of ``space`` with ``--fresh``).
     """
     from sweep.resume import clear, failed_start, forget_failed_start, refuse_foreign, refuse_overwrite, save_config
-    from sweep.store.driver import DRIVER_FILE, check_free, claim, holds, release, settle_and_check, still_held
+    from sweep.store.driver import DRIVER_FILE, driving, holds, release, still_held
     from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import prepare_bases
 
@@ -42,33 +42,25 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     refuse_foreign(store, cfg.name)  # a folder of the user's: never written in
-    check_free(store, cfg.name, "sweep run")  # before anything of it is deleted
-    me = claim(store, cfg.name, "sweep run")  # before the old folder goes (on S3, a large one's deletion takes minutes)
-    try:
+    with driving(store, cfg.name, "sweep run") as me:  # before the old folder goes (on S3, a large one's deletion takes minutes)
         refuse_overwrite(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
         clear(store, cfg.name, keep=(DRIVER_FILE,))
-        settle_and_check(me)  # a second start that checked while this one was checking: the later claim stands
-    except BaseException:
-        release(me)
-        raise
-    try:
-        if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
-            store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
-        prepare_environment()
-        prepare_bases(cfg, store)
-        still_held(me)  # taken over during the bases' minutes (its beats failing): the folder is the other driver's now
-        save_config(store, cfg)
-        from sweep.tuner import build_tuner
+        try:
+            if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
+                store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
+            prepare_environment()
+            prepare_bases(cfg, store)
+            still_held(me)  # taken over during the bases' minutes (its beats failing): the folder is the other driver's now
+            save_config(store, cfg)
+            from sweep.tuner import build_tuner
 
-        return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
-    except BaseException:
-        mine = holds(me)
-        release(me)  # the beat stopped before the folder goes: it would write the marker back
-        if mine:  # a folder another driver took over is not this start's to remove
-            forget_failed_start(store, cfg.name)
-        raise
-    finally:
-        release(me)
+            return _fit_and_report(cfg, store, lambda: build_tuner(cfg), watch)
+        except BaseException:
+            mine = holds(me)
+            release(me)  # the beat stopped before the folder goes: it would write the marker back
+            if mine:  # a folder another driver took over is not this start's to remove
+                forget_failed_start(store, cfg.name)
+            raise
 
 
 def resume_sweep(uri: str, watch: Watch | None = None) -> int:
@@ -76,54 +68,42 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
 
     Unfinished and errored trials continue from their last checkpoint; finished ones are kept as they are.
     """
-    from sweep.resume import check_snapshot, load_config
-    from sweep.store.driver import check_free, claim, release, settle_and_check
+    from sweep.resume import check_snapshot, experiment_uri, load_config
+    from sweep.store.driver import driving
+    from sweep.store.results import keep_before_resume
     from sweep.store.storage import split_experiment
+    from sweep.store.study import pull_study
+    from sweep.trials.base_evals import prepare_bases
 
     storage_uri, name = split_experiment(uri)
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
     check_snapshot(store, name)
     check_machine(cfg)
-    check_free(store, name, "sweep resume")  # resume is for a driver that died, on this machine or another
-    me = claim(store, name, "sweep resume")
-    try:
-        settle_and_check(me)  # two resumes that took over one silent marker together: the later claim stands
-        return _restore_and_fit(cfg, store, name, watch)
-    finally:
-        release(me)
+    with driving(store, name, "sweep resume"):  # resume is for a driver that died, on this machine or another
+        prepare_environment()
+        prepare_bases(cfg, store)
+        pull_study(store, name)  # before the restore unpickles the searcher, which opens the study
+        keep_before_resume(store.fs, store.path(name))  # Tune's restore starts each result.json afresh
+        print(f"resuming {experiment_uri(store.uri, name)}", flush=True)
 
+        def restore():
+            from ray import tune
 
-def _restore_and_fit(cfg: SweepConfig, store: Storage, name: str, watch: Watch | None) -> int:
-    """``resume_sweep``'s work once the sweep is claimed: its bases, its study, Tune's restore, the fit and the report."""
-    from sweep.resume import experiment_uri
-    from sweep.store.results import keep_before_resume
-    from sweep.store.study import pull_study
-    from sweep.trials.base_evals import prepare_bases
+            from sweep.tuner import build_trainable
 
-    prepare_environment()
-    prepare_bases(cfg, store)
-    pull_study(store, name)  # before the restore unpickles the searcher, which opens the study
-    keep_before_resume(store.fs, store.path(name))  # Tune's restore starts each result.json afresh
-    print(f"resuming {experiment_uri(store.uri, name)}", flush=True)
+            return tune.Tuner.restore(
+                store.path(name),
+                build_trainable(cfg),
+                resume_unfinished=True,
+                resume_errored=True,
+                storage_filesystem=None if store.is_local else store.fs,
+            )
 
-    def restore():
-        from ray import tune
+        from sweep.tuner import restoring
 
-        from sweep.tuner import build_trainable
-
-        return tune.Tuner.restore(
-            store.path(name),
-            build_trainable(cfg),
-            resume_unfinished=True,
-            resume_errored=True,
-            storage_filesystem=None if store.is_local else store.fs,
-        )
-
-    from sweep.tuner import restoring
-
-    with restoring(store.uri, name):  # its study is here now, wherever the sweep was first run
-        return _fit_and_report(cfg, store, restore, watch)
+        with restoring(store.uri, name):  # its study is here now, wherever the sweep was first run
+            return _fit_and_report(cfg, store, restore, watch)
 
 
 def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], Any], watch: Watch | None) -> int:

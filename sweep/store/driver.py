@@ -30,7 +30,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def folder_of(store: Storage, name: str) -> str:
 
 
 def this_driver(command: str, folder: str | None = None) -> Driver:
-    return Driver(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.time(), command, pid_namespace(), folder)
+    return Driver(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.time(), command, pid_namespace(), folder, 0, beat_s())
 
 
 class MarkerUnreadable(ConfigError):
@@ -212,7 +213,7 @@ class Claim:
 
 def claim(store: Storage, name: str, command: str) -> Claim:
     """Write this process's marker into the sweep's folder and keep it beating until ``release``."""
-    me = replace(this_driver(command, folder_of(store, name)), every=beat_s())
+    me = this_driver(command, folder_of(store, name))
     store.write_text(json.dumps(asdict(me)), name, DRIVER_FILE)
     held = Claim(store, name, me, threading.Event())
     held.thread = threading.Thread(target=_beat, args=(held,), name=f"driver-beat-{name}", daemon=True)
@@ -241,19 +242,29 @@ def _beat(held: Claim) -> None:
             continue
 
 
-def settle_and_check(held: Claim) -> None:
-    """After a claim: wait out a watcher's poll, then ``still_held`` (of two claims made together, the later stands)."""
-    time.sleep(min(SETTLE_S, held.driver.every / 4))
-    still_held(held)
+@contextmanager
+def driving(store: Storage, name: str, command: str) -> Iterator[Claim]:
+    """The sweep claimed for the block: ``check_free``, ``claim``, a settling wait longer than a watcher's poll, then
+    ``still_held`` (of two claims made together, the later stands and this one stops before doing anything); released
+    however the block ends."""
+    check_free(store, name, command)
+    held = claim(store, name, command)
+    try:
+        time.sleep(min(SETTLE_S, held.driver.every / 4))
+        still_held(held)
+        yield held
+    finally:
+        release(held)
 
 
 def still_held(held: Claim) -> None:
     """Refuse when another driver claimed the sweep since ``held`` was written: the later claim stands, this one stops."""
+    if holds(held):
+        return
     marker = read_marker(held.store, held.name)
-    if held.lost.is_set() or not held.driver.same_claim(marker):
-        who = f"process {marker.pid} on host {marker.host}" if marker and not held.driver.same_claim(marker) else "a command that removed it"
-        raise ConfigError(f"{held.store.display(held.name)}: another driver claimed this sweep after this one ({who}); "
-                          "it goes on and this one stops")
+    who = f"process {marker.pid} on host {marker.host}" if marker and not held.driver.same_claim(marker) else "a command that removed it"
+    raise ConfigError(f"{held.store.display(held.name)}: another driver claimed this sweep after this one ({who}); "
+                      "it goes on and this one stops")
 
 
 def holds(held: Claim) -> bool:
