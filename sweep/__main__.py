@@ -290,12 +290,18 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as stopped:
-        if not getattr(stopped, "uri", None):  # only sweep.run.Interrupted names a sweep to continue
-            raise
-        print(f"interrupted: the sweep stopped where its last snapshot and checkpoints left it; continue it with "
-              f"`python -m sweep resume {stopped.uri}`", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP to a driver (sweep.store.signals)
+        import signal
+
+        from sweep.store.signals import signal_of
+
+        signum = signal_of(stopped)
+        said = f"interrupted ({signal.Signals(signum).name})"
+        if getattr(stopped, "uri", None):  # sweep.run.Interrupted names a sweep to continue
+            said += (f": the sweep stopped where its last snapshot and checkpoints left it; continue it with "
+                     f"`python -m sweep resume {stopped.uri}`")
+        print(said, file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Imports Ray and Tune only when called, so the CLI module stays light.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,10 +115,11 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
     live = start_live_page(cfg, store, watch)
     try:
         status = _leaderboard_and_report(cfg, store, _fit(cfg, make_tuner, watch), live)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stopped:
         from sweep.resume import experiment_uri
+        from sweep.store.signals import signal_of
 
-        raise Interrupted(experiment_uri(store.uri, cfg.name)) from None
+        raise Interrupted(experiment_uri(store.uri, cfg.name), signal_of(stopped)) from None
     finally:
         if live is not None:
             live.close()
@@ -125,12 +127,13 @@ def _fit_and_report(cfg: SweepConfig, store: Storage, make_tuner: Callable[[], A
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a sweep ran: it stops as a driver that died does (no leaderboard, report or confirm stage for a
-    sweep that did not end); ``uri``: the sweep ``resume`` continues."""
+    """Ctrl-C (or SIGTERM, SIGHUP: ``sweep.store.signals``) while a sweep ran: it stops as a driver that died does (no
+    leaderboard, report or confirm stage for a sweep that did not end); ``uri``: the sweep ``resume`` continues;
+    ``signum``: the signal that stopped it."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, signum: int = signal.SIGINT):
         super().__init__(uri)
-        self.uri = uri
+        self.uri, self.signum = uri, signum
 
 
 def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
@@ -155,10 +158,12 @@ def local_ray(watch: Watch) -> Iterator[str | None]:
     """A local Ray for the sweep, its dashboard's URL (None when off) printed and yielded; shut down after."""
     import ray
 
+    from sweep.store.signals import handlers_kept
     from sweep.watch.live_server import dashboard_port
 
     where = {"dashboard_host": "127.0.0.1", "dashboard_port": dashboard_port(watch.dashboard_port)} if watch.dashboard else {}
-    context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
+    with handlers_kept():  # Ray's SIGTERM handler is a silent exit 15: the driver's stops as Ctrl-C does
+        context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
     url = None
     if context.dashboard_url:
         url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"

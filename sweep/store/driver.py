@@ -15,7 +15,8 @@ Another command on the same sweep reads it first (``check_free``):
 - on this host, a marker that names another folder (a sweep's folder copied or moved while it ran) is another sweep's.
 
 A start claims, then checks a moment later that the claim is still its own (of two made together the later stands),
-and again after its bases; a beat that finds another claim marks this one lost. ``driver.lock``, not ``.json``: Tune's
+and again after its bases; a beat that finds another claim (or none) marks this one lost and, under ``driving``,
+interrupts the driver (``TakenOver``): a driver whose beats failed long enough to be counted gone stops once it sees. ``driver.lock``, not ``.json``: Tune's
 restore downloads the experiment's ``*.json`` and uploads them back with every snapshot.
 
 Without it, a second ``sweep run`` of a name whose first start was still building its bases deleted that start's folder,
@@ -39,6 +40,7 @@ import psutil
 
 from configkit import environ
 from configkit.base import ConfigError
+from sweep.store.signals import interrupt_main, stopping_on_signals
 from sweep.store.storage import Storage
 
 DRIVER_FILE = "driver.lock"  # JSON inside; not named *.json: Tune's restore downloads those and uploads them back every snapshot
@@ -172,7 +174,7 @@ def check_free(store: Storage, name: str, command: str) -> None:
         raise ConfigError(
             f"{where}: `{marker.command}` is driving this sweep now (process {marker.pid} on this machine, since {since}); "
             f"a second `{command}` would run its trials twice or delete what it is building. Wait for it to end, or stop it "
-            f"(`kill -INT {marker.pid}`: it stops as a driver that died does, and `python -m sweep resume` continues it)")
+            f"(`kill {marker.pid}`: it stops as a driver that died does, and `python -m sweep resume` continues it)")
     if state == "elsewhere":
         other = "in another container (process namespace) on this host" if marker.host == socket.gethostname() else f"on host {marker.host}"
         said = f"{where}: its {DRIVER_FILE} names `{marker.command}` of process {marker.pid} {other} (since {since})"
@@ -209,13 +211,15 @@ class Claim:
     stop: threading.Event
     thread: threading.Thread | None = None
     lost: threading.Event = field(default_factory=threading.Event)
+    on_lost: Callable[[], None] | None = None  # called from the beat's thread once the claim is lost
 
 
-def claim(store: Storage, name: str, command: str) -> Claim:
-    """Write this process's marker into the sweep's folder and keep it beating until ``release``."""
+def claim(store: Storage, name: str, command: str, on_lost: Callable[[], None] | None = None) -> Claim:
+    """Write this process's marker into the sweep's folder and keep it beating until ``release``; ``on_lost``: what
+    the beat does when it finds the claim taken (``driving``: interrupt the main thread)."""
     me = this_driver(command, folder_of(store, name))
     store.write_text(json.dumps(asdict(me)), name, DRIVER_FILE)
-    held = Claim(store, name, me, threading.Event())
+    held = Claim(store, name, me, threading.Event(), on_lost=on_lost)
     held.thread = threading.Thread(target=_beat, args=(held,), name=f"driver-beat-{name}", daemon=True)
     held.thread.start()
     return held
@@ -232,6 +236,8 @@ def _beat(held: Claim) -> None:
             continue
         if not held.driver.same_claim(marker):
             held.lost.set()
+            if held.on_lost is not None and not held.stop.is_set():
+                held.on_lost()
             return
         beat += 1
         if held.stop.is_set():
@@ -242,19 +248,43 @@ def _beat(held: Claim) -> None:
             continue
 
 
+class TakenOver(ConfigError):
+    """Another driver claimed the sweep while this one ran it (its beats failing long enough for a watcher to count it
+    gone, or its marker removed): this one stopped, as on Ctrl-C, and leaves the sweep to the other."""
+
+
 @contextmanager
 def driving(store: Storage, name: str, command: str) -> Iterator[Claim]:
     """The sweep claimed for the block: ``check_free``, ``claim``, a settling wait longer than a watcher's poll, then
     ``still_held`` (of two claims made together, the later stands and this one stops before doing anything); released
-    however the block ends."""
+    however the block ends. Meanwhile SIGTERM and SIGHUP stop it as Ctrl-C does (``sweep.store.signals``), and a beat that
+    finds the claim taken interrupts the main thread the same way: ``TakenOver``, so that two drivers never run the
+    sweep's trials side by side for longer than a beat."""
     check_free(store, name, command)
-    held = claim(store, name, command)
+    main = threading.current_thread() is threading.main_thread()
+    with stopping_on_signals():
+        held = claim(store, name, command, on_lost=interrupt_main if main else None)
+        try:
+            time.sleep(min(SETTLE_S, held.driver.every / 4))
+            still_held(held)
+            yield held
+        except KeyboardInterrupt:
+            if held.lost.is_set():
+                raise TakenOver(_taken_over(held)) from None
+            raise
+        finally:
+            release(held)
+
+
+def _taken_over(held: Claim) -> str:
     try:
-        time.sleep(min(SETTLE_S, held.driver.every / 4))
-        still_held(held)
-        yield held
-    finally:
-        release(held)
+        marker = read_marker(held.store, held.name, tries=1)
+    except MarkerUnreadable:
+        marker = None
+    who = (f"`{marker.command}` of process {marker.pid} on host {marker.host}" if marker is not None and not held.driver.same_claim(marker)
+           else "a command that removed its marker")
+    return (f"{held.store.display(held.name)}: another driver took this sweep over while this one ran it ({who}); this one "
+            "stopped its trials and leaves the sweep to it")
 
 
 def still_held(held: Claim) -> None:

@@ -50,7 +50,7 @@ def test_a_second_run_or_resume_while_the_first_drives_is_refused_and_deletes_no
     for argv in (["run", "space.yaml"], ["run", "space.yaml", "--fresh"]):
         code, out, err = run_main(argv, capsys)
         assert code == 2 and f"`sweep run` is driving this sweep now (process {first_driver.pid} on this machine" in err, err
-        assert f"kill -INT {first_driver.pid}" in err and "Traceback" not in out + err
+        assert f"`kill {first_driver.pid}`" in err and "Traceback" not in out + err
     assert (tmp_path / BUILDING).read_text() == "{}\n" and started == []
     write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}"})
     (tmp_path / "results" / "t" / "sweep_config.json").write_text(json.dumps(_saved_config(tmp_path)))
@@ -193,6 +193,76 @@ def test_a_claim_beats_until_released_and_release_removes_only_its_own(tmp_path,
         still_held(held)
     release(held)
     assert json.loads((tmp_path / "t" / DRIVER_FILE).read_text()) == later
+
+
+def test_a_driver_whose_sweep_another_driver_took_over_stops_within_a_beat(tmp_path, monkeypatch, capsys, started):
+    """A driver whose beats failed long enough (an S3 outage of a minute) is counted gone, and a resume on another machine
+    claims the sweep. Once its beat reads the other claim it stops its trials as on Ctrl-C (it went on running them beside
+    the other's until it ended), leaves the folder and the other's marker as they are, and says who took it."""
+    import sweep.run
+
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE})
+    marker = tmp_path / "results" / "t" / DRIVER_FILE
+    other = {}
+
+    def fit(cfg, store, make_tuner, watch):  # the trials running when another driver claims the sweep
+        other.update({**json.loads(marker.read_text()), "host": "node-b", "pid": 4242, "command": "sweep resume"})
+        marker.write_text(json.dumps(other))
+        time.sleep(60)  # the beat (every second here) interrupts it
+        started.append("fit ended")
+        return 0
+
+    monkeypatch.setattr(sweep.run, "_fit_and_report", fit)
+    began = time.monotonic()
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    said = ("another driver took this sweep over while this one ran it (`sweep resume` of process 4242 on host node-b); this one "
+            "stopped its trials and leaves the sweep to it")
+    assert code == 2 and said in err, err
+    assert time.monotonic() - began < 30 and "fit ended" not in started and "Traceback" not in out + err
+    assert json.loads(marker.read_text()) == other and (tmp_path / "results" / "t" / "sweep_config.json").exists()
+
+
+def test_sigterm_stops_a_driver_as_ctrl_c_does_and_removes_its_marker(tmp_path, monkeypatch, capsys, started):
+    """SIGTERM (`kill`, `docker stop`, a preemption) during the bases' minutes killed the driver outright, its marker left
+    behind; now it stops as Ctrl-C does: exit 143, said, no traceback, its marker and its unstarted folder removed, and
+    the signal's earlier handler back after the command."""
+    import sweep.trials.base_evals
+
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE})
+    before = signal.getsignal(signal.SIGTERM)
+    seen = []
+
+    def bases(cfg, store=None):
+        seen.append((tmp_path / "results" / "t" / DRIVER_FILE).exists())
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+        seen.append("not stopped")
+
+    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", bases)
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    assert code == 143 and "interrupted (SIGTERM)" in err and "Traceback" not in out + err, (code, out, err)
+    assert seen == [True] and not (tmp_path / "results" / "t").exists()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_signals_ignored_at_the_start_stay_ignored():
+    """SIGHUP under `nohup` is ignored: the driver keeps it so (its terminal gone, it goes on); SIGTERM stops it meanwhile."""
+    from sweep.store.signals import Stopped, handlers_kept, stopping_on_signals
+
+    earlier = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stopping_on_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            with handlers_kept():
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as ray.init replaces it
+            with pytest.raises(Stopped) as stopped:
+                signal.raise_signal(signal.SIGTERM)
+            assert stopped.value.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, earlier)
 
 
 def _saved_config(tmp_path: Path) -> dict:

@@ -22,13 +22,14 @@ import pytest
 import yaml
 from pyarrow.fs import FileSelector, FileType
 
+from sweep.store.driver import DRIVER_FILE
 from sweep.store.results import trial_history
 from sweep.store.storage import Storage, open_storage
 from sweep.store.study import optuna_db_path
 from sweep.trials import attempts
 from sweep.trials.checkpoints import MARKER
 from tests.conftest import TEST_MODEL
-from tests.support.processes import kill_by_env, kill_group
+from tests.support.processes import kill_by_env, kill_group, pids_with_env
 from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +95,14 @@ def wait_for_kill_point(store: Storage, driver: subprocess.Popen, log: Path, dea
             return
         time.sleep(0.2)
     raise TimeoutError("no trial finished while another was midway")
+
+
+def ray_left(ray_tmp: str, wait_s: float = 30.0) -> list[int]:
+    """The processes of the test's Ray still running ``wait_s`` seconds after its driver ended (none, once it shut Ray down)."""
+    deadline = time.monotonic() + wait_s
+    while (left := pids_with_env("RAY_TMPDIR", ray_tmp)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
 
 
 def run_cli(args: list[str], env: dict, cwd: Path, ray_tmp: str, log: Path) -> subprocess.Popen:
@@ -253,10 +262,13 @@ def test_a_trial_that_finished_after_tunes_last_snapshot_is_not_run_again(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_ctrl_c_stops_a_sweep_for_resume_and_judges_nothing(tmp_path, private_cache):
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_a_sweep_for_resume_and_judges_nothing(tmp_path, private_cache, stop):
     """Ctrl-C (SIGINT to the driver's process group, as a terminal sends it) once a trial has reported: the driver exits
     130 naming the resume command, with no leaderboard (Tune's own handler ended the run as if it had finished: a
-    leaderboard, report and confirm stage of a sweep cut short, exit 0); ``sweep resume`` then runs it to its end."""
+    leaderboard, report and confirm stage of a sweep cut short, exit 0); ``sweep resume`` then runs it to its end.
+    SIGTERM to the driver alone (``kill``, ``docker stop``, a preemption) does the same, exit 143 (Ray's handler made it a
+    silent exit 15), and its Ray is shut down, its ``driver.lock`` removed."""
     import signal
 
     storage = tmp_path / "results"
@@ -273,17 +285,27 @@ def test_ctrl_c_stops_a_sweep_for_resume_and_judges_nothing(tmp_path, private_ca
             while not any(raw_rows(store, t) for t in trial_dirs(store)):
                 assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
                 time.sleep(0.2)
-            os.killpg(driver.pid, signal.SIGINT)
+            if stop == "ctrl-c":
+                os.killpg(driver.pid, signal.SIGINT)
+            else:
+                driver.send_signal(signal.SIGTERM)
             code = driver.wait(timeout=180)
+            left = ray_left(ray_tmp) if stop == "sigterm" else []
         finally:
             kill_group(driver)
             kill_by_env("RAY_TMPDIR", ray_tmp)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     said = log.read_text()
-    assert code == 130, said[-4000:]
-    assert f"interrupted: the sweep stopped where its last snapshot and checkpoints left it; continue it with `python -m sweep resume {storage / 'resume'}`" in said
+    name = "SIGINT" if stop == "ctrl-c" else "SIGTERM"
+    assert code == (130 if stop == "ctrl-c" else 143), said[-4000:]
+    assert (f"interrupted ({name}): the sweep stopped where its last snapshot and checkpoints left it; continue it with "
+            f"`python -m sweep resume {storage / 'resume'}`") in said, said[-4000:]
     assert not (storage / "resume" / "leaderboard.json").exists() and (storage / "resume" / "tuner.pkl").exists()
+    assert not (storage / "resume" / DRIVER_FILE).exists() and "Traceback" not in said
+    if stop == "sigterm":
+        assert left == [], left  # its Ray went with it
+        return
     assert resume(str(storage / "resume"), env, ROOT, tmp_path / "resume.log") == 0, (tmp_path / "resume.log").read_text()[-4000:]
     rows = json.loads((storage / "resume" / "leaderboard.json").read_text())
     assert len(rows) == 2 and all(r["steps"] == STEPS for r in rows), rows
