@@ -151,6 +151,12 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
             for notifier in notifiers(cfg):
                 notifier.sweep_failed(exc)
             raise
+        except KeyboardInterrupt as stopped:  # nor its stop (Ctrl-C, SIGTERM: sweep.store.signals)
+            from sweep.store.signals import signal_of
+
+            for notifier in notifiers(cfg):
+                notifier.sweep_interrupted(signal.Signals(signal_of(stopped)).name)
+            raise
 
 
 @contextmanager

@@ -115,6 +115,12 @@ class SweepNotifier(Callback):
         """For the driver: the sweep itself stopped with an exception (Tune's callbacks never see that)."""
         self.send(f"sweep {self.name} failed: {type(error).__name__}: {error}; results so far: {self.results}"[:1500])
 
+    def sweep_interrupted(self, signal_name: str) -> None:
+        """For the driver: Ctrl-C, or SIGTERM (a preemption, ``docker stop``) stopped it before the sweep ended: the only
+        word someone away from its terminal gets."""
+        self.send(f"sweep {self.name} interrupted ({signal_name}) before it ended; its trials stopped where their checkpoints "
+                  f"left them: continue it with `python -m sweep resume {self.results}`")
+
     def stop_reason(self, trial) -> str:
         steps = int(trial.last_result.get("training_iteration", 0))
         if steps >= self.total_steps:

@@ -123,6 +123,14 @@ def test_notifier_goes_quiet_after_repeated_failures(caplog, monkeypatch):
     assert len(caplog.records) == 3 + 1  # three failures, then one "notifications off"
 
 
+def test_an_interrupted_sweep_says_so_and_how_to_continue_it(monkeypatch):
+    with Webhook() as hook:
+        monkeypatch.setenv(WEBHOOK_ENV, hook.url)
+        SweepNotifier("s", "s3://bucket/sweeps/s", "m", "max", total_steps=3).sweep_interrupted("SIGTERM")
+    assert hook.texts == ["sweep s interrupted (SIGTERM) before it ended; its trials stopped where their checkpoints left them: "
+                          "continue it with `python -m sweep resume s3://bucket/sweeps/s`"]
+
+
 def test_notifiers_only_with_the_env_var(monkeypatch, tmp_path):
     from sweep.spec.config import SweepConfig
 

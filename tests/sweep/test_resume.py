@@ -28,9 +28,11 @@ from sweep.store.storage import Storage, open_storage
 from sweep.store.study import optuna_db_path
 from sweep.trials import attempts
 from sweep.trials.checkpoints import MARKER
+from sweep.watch.notify import WEBHOOK_ENV
 from tests.conftest import TEST_MODEL
 from tests.support.processes import kill_by_env, kill_group, pids_with_env
 from tests.support.s3 import moto_server, s3_bucket  # noqa: F401
+from tests.support.webhook import Webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
@@ -279,25 +281,28 @@ def test_ctrl_c_stops_a_sweep_for_resume_and_judges_nothing(tmp_path, private_ca
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     log = tmp_path / "run.log"
     try:
-        driver = run_cli(["run", str(space_file), "--no-dashboard", "--no-live"], env, ROOT, ray_tmp, log)
-        try:
-            deadline = time.monotonic() + 600
-            while not any(raw_rows(store, t) for t in trial_dirs(store)):
-                assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-                time.sleep(0.2)
-            if stop == "ctrl-c":
-                os.killpg(driver.pid, signal.SIGINT)
-            else:
-                driver.send_signal(signal.SIGTERM)
-            code = driver.wait(timeout=180)
-            left = ray_left(ray_tmp) if stop == "sigterm" else []
-        finally:
-            kill_group(driver)
-            kill_by_env("RAY_TMPDIR", ray_tmp)
+        with Webhook() as hook:  # the word someone away from the terminal gets
+            driver = run_cli(["run", str(space_file), "--no-dashboard", "--no-live"], {**env, WEBHOOK_ENV: hook.url}, ROOT, ray_tmp, log)
+            try:
+                deadline = time.monotonic() + 600
+                while not any(raw_rows(store, t) for t in trial_dirs(store)):
+                    assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+                    time.sleep(0.2)
+                if stop == "ctrl-c":
+                    os.killpg(driver.pid, signal.SIGINT)
+                else:
+                    driver.send_signal(signal.SIGTERM)
+                code = driver.wait(timeout=180)
+                left = ray_left(ray_tmp) if stop == "sigterm" else []
+            finally:
+                kill_group(driver)
+                kill_by_env("RAY_TMPDIR", ray_tmp)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     said = log.read_text()
     name = "SIGINT" if stop == "ctrl-c" else "SIGTERM"
+    assert hook.texts[0].startswith("sweep resume started") and hook.texts[-1].startswith(f"sweep resume interrupted ({name}) before it ended"), hook.texts
+    assert f"`python -m sweep resume {storage / 'resume'}`" in hook.texts[-1]
     assert code == (130 if stop == "ctrl-c" else 143), said[-4000:]
     assert (f"interrupted ({name}): the sweep stopped where its last snapshot and checkpoints left it; continue it with "
             f"`python -m sweep resume {storage / 'resume'}`") in said, said[-4000:]
