@@ -293,14 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP to a driver (sweep.store.signals)
         import signal
 
-        from sweep.store.signals import signal_of
-
-        signum = signal_of(stopped)
+        signum = getattr(stopped, "signum", signal.SIGINT)  # a driver's stop carries its signal (sweep.store.driver.driving)
         said = f"interrupted ({signal.Signals(signum).name})"
         if getattr(stopped, "uri", None):  # sweep.run.Interrupted names a sweep to continue
             said += (f": the sweep stopped where its last snapshot and checkpoints left it; continue it with "
                      f"`python -m sweep resume {stopped.uri}`")
-        print(said, file=sys.stderr)
+        try:
+            print(said, file=sys.stderr)
+        except OSError:  # SIGHUP: the terminal is gone
+            pass
         return 128 + signum
 
 

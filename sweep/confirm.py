@@ -270,11 +270,14 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
     print(f"confirm stage: the top {cfg.confirm.top} settings with {cfg.confirm.seeds} fresh seed(s) each "
           f"over {cfg.confirm.steps or 2 * cfg.trainer.total_steps} steps", flush=True)
     from sweep.run import Interrupted
+    from sweep.store.driver import TakenOver
 
     try:
         confirmed = run_confirm(uri, cfg.confirm.top, cfg.confirm.seeds, cfg.confirm.steps, fresh=True, watch=watch, cut_short=not again)
-    except Interrupted:  # the stage's own sweep stopped: resuming the sweep continues it and then confirms
-        raise Interrupted(uri) from None
+    except Interrupted as stopped:  # the stage's own sweep stopped: resuming the sweep continues it and then confirms
+        raise Interrupted(uri, stopped.signum) from None
+    except TakenOver:  # another driver has the sweep now: this one stops, said as such
+        raise
     except ConfigError as exc:  # nothing to confirm (no trial reached a trained eval): said, not raised
         print(f"confirm stage skipped: {exc}", flush=True)
         return status

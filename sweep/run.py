@@ -142,21 +142,22 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
 
     from sweep.watch.notify import notifiers
 
-    with local_ray(watch):
-        try:
-            check_resources(cfg, ray.cluster_resources())
-            with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
-                return make_tuner().fit()
-        except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
-            for notifier in notifiers(cfg):
-                notifier.sweep_failed(exc)
-            raise
-        except KeyboardInterrupt as stopped:  # nor its stop (Ctrl-C, SIGTERM: sweep.store.signals)
-            from sweep.store.signals import signal_of
+    try:
+        with local_ray(watch):
+            try:
+                check_resources(cfg, ray.cluster_resources())
+                with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
+                    return make_tuner().fit()
+            except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
+                for notifier in notifiers(cfg):
+                    notifier.sweep_failed(exc)
+                raise
+    except KeyboardInterrupt as stopped:  # nor its stop (Ctrl-C, SIGTERM: sweep.store.signals); told once Ray is down
+        from sweep.store.signals import overtaken, signal_of
 
-            for notifier in notifiers(cfg):
-                notifier.sweep_interrupted(signal.Signals(signal_of(stopped)).name)
-            raise
+        for notifier in notifiers(cfg):
+            notifier.sweep_interrupted(None if overtaken() else signal.Signals(signal_of(stopped)).name)
+        raise
 
 
 @contextmanager
@@ -168,14 +169,14 @@ def local_ray(watch: Watch) -> Iterator[str | None]:
     from sweep.watch.live_server import dashboard_port
 
     where = {"dashboard_host": "127.0.0.1", "dashboard_port": dashboard_port(watch.dashboard_port)} if watch.dashboard else {}
-    with handlers_kept():  # Ray's SIGTERM handler is a silent exit 15: the driver's stops as Ctrl-C does
-        context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
-    url = None
-    if context.dashboard_url:
-        url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
-        moved = f" (port {watch.dashboard_port} was taken)" if urlsplit(url).port != watch.dashboard_port else ""
-        print(f"Ray dashboard: {url}{moved}", flush=True)
-    try:
+    try:  # a Ray stopped while it starts is shut down too
+        with handlers_kept():  # Ray's SIGTERM handler is a silent exit 15: the driver's stops as Ctrl-C does
+            context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
+        url = None
+        if context.dashboard_url:
+            url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
+            moved = f" (port {watch.dashboard_port} was taken)" if urlsplit(url).port != watch.dashboard_port else ""
+            print(f"Ray dashboard: {url}{moved}", flush=True)
         yield url
     finally:
         ray.shutdown()

@@ -40,7 +40,7 @@ import psutil
 
 from configkit import environ
 from configkit.base import ConfigError
-from sweep.store.signals import interrupt_main, stopping_on_signals
+from sweep.store.signals import Stopped, interrupt_main, signal_of, stopping_on_signals
 from sweep.store.storage import Storage
 
 DRIVER_FILE = "driver.lock"  # JSON inside; not named *.json: Tune's restore downloads those and uploads them back every snapshot
@@ -268,9 +268,11 @@ def driving(store: Storage, name: str, command: str) -> Iterator[Claim]:
             time.sleep(min(SETTLE_S, held.driver.every / 4))
             still_held(held)
             yield held
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stopped:
             if held.lost.is_set():
                 raise TakenOver(_taken_over(held)) from None
+            if not hasattr(stopped, "signum"):  # Ray's compiled waits raise a plain one in place of ``Stopped``
+                raise Stopped(signal_of(stopped)) from None
             raise
         finally:
             release(held)

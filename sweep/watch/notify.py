@@ -115,9 +115,13 @@ class SweepNotifier(Callback):
         """For the driver: the sweep itself stopped with an exception (Tune's callbacks never see that)."""
         self.send(f"sweep {self.name} failed: {type(error).__name__}: {error}; results so far: {self.results}"[:1500])
 
-    def sweep_interrupted(self, signal_name: str) -> None:
-        """For the driver: Ctrl-C, or SIGTERM (a preemption, ``docker stop``) stopped it before the sweep ended: the only
-        word someone away from its terminal gets."""
+    def sweep_interrupted(self, signal_name: str | None) -> None:
+        """For the driver: Ctrl-C, or SIGTERM (a preemption, ``docker stop``) stopped it before the sweep ended, the only
+        word someone away from its terminal gets; ``None``: it stopped because another driver took the sweep over."""
+        if signal_name is None:
+            self.send(f"sweep {self.name}: another driver took it over; this driver stopped its trials and leaves the sweep "
+                      f"to it; results: {self.results}")
+            return
         self.send(f"sweep {self.name} interrupted ({signal_name}) before it ended; its trials stopped where their checkpoints "
                   f"left them: continue it with `python -m sweep resume {self.results}`")
 

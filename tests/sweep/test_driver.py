@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pytest
 from configkit.base import ConfigError
 from sweep.store.driver import DRIVER_FILE, Driver, claim, pid_namespace, process_alive, process_start, release, standing, still_held
 from sweep.store.storage import open_storage
+from tests.support.processes import kill_by_env
 from tests.sweep.test_bad_inputs import BASE, run_main, started, write_files  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,12 +230,23 @@ def test_sigterm_stops_a_driver_as_ctrl_c_does_and_removes_its_marker(tmp_path, 
     """SIGTERM (`kill`, `docker stop`, a preemption) during the bases' minutes killed the driver outright, its marker left
     behind; now it stops as Ctrl-C does: exit 143, said, no traceback, its marker and its unstarted folder removed, and
     the signal's earlier handler back after the command."""
-    import sweep.trials.base_evals
-
     monkeypatch.chdir(tmp_path)
     write_files(tmp_path, {"space.yaml": BASE})
-    before = signal.getsignal(signal.SIGTERM)
     seen = []
+
+    def unhandled(signum, frame):  # were the driver's handler missing, the test fails here instead of pytest being killed
+        seen.append("SIGTERM reached the test's own handler")
+
+    before = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        _run_stopped_in_its_bases(tmp_path, monkeypatch, capsys, seen)
+    finally:
+        now = signal.signal(signal.SIGTERM, before)
+    assert now is unhandled  # the earlier handler back after the command
+
+
+def _run_stopped_in_its_bases(tmp_path, monkeypatch, capsys, seen):
+    import sweep.trials.base_evals
 
     def bases(cfg, store=None):
         seen.append((tmp_path / "results" / "t" / DRIVER_FILE).exists())
@@ -244,7 +258,6 @@ def test_sigterm_stops_a_driver_as_ctrl_c_does_and_removes_its_marker(tmp_path, 
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 143 and "interrupted (SIGTERM)" in err and "Traceback" not in out + err, (code, out, err)
     assert seen == [True] and not (tmp_path / "results" / "t").exists()
-    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_signals_ignored_at_the_start_stay_ignored():
@@ -263,6 +276,94 @@ def test_signals_ignored_at_the_start_stay_ignored():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, earlier)
+
+
+def test_a_second_signal_does_not_cut_the_first_ones_cleanup_short():
+    """The first SIGTERM stops the driver; a second (or a SIGHUP) while its cleanup runs (an S3 deletion, Ray's shutdown)
+    is noted, not raised, so the marker is still removed. Outside a driver the handlers are the earlier ones again."""
+    from sweep.store.signals import Stopped, signal_of, stopping_on_signals
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    cleaned = []
+    with pytest.raises(Stopped) as stopped:
+        with stopping_on_signals():
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            finally:
+                signal.raise_signal(signal.SIGHUP)
+                signal.raise_signal(signal.SIGTERM)
+                cleaned.append(signal_of(KeyboardInterrupt()))
+    assert stopped.value.signum == signal.SIGTERM and cleaned == [signal.SIGTERM]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
+
+
+def test_sigterm_while_ray_starts_stops_the_driver_as_after():
+    """`ray.init` replaces SIGTERM's handler with `sys.exit(15)` as it begins: a SIGTERM in its seconds was a silent exit
+    15. Now it is a `Stopped`, and the Ray begun is shut down."""
+    code = ("import os, signal, sys, threading\nimport ray\nfrom sweep.run import local_ray\n"
+            "from sweep.store.signals import Stopped, stopping_on_signals\nfrom sweep.watch.live_server import Watch\n"
+            "real = ray.init\n"
+            "def init(*args, **kwargs):\n"
+            "    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+            "    return real(*args, **kwargs)\n"
+            "ray.init = init\n"
+            "try:\n"
+            "    with stopping_on_signals(), local_ray(Watch(dashboard=False, live=False)):\n"
+            "        print('ray started whole', flush=True)\n"
+            "except Stopped as stopped:\n"
+            "    print('stopped', signal.Signals(stopped.signum).name, ray.is_initialized(), flush=True)\n"
+            "    sys.exit(3)\n")
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)})
+    finally:
+        kill_by_env("RAY_TMPDIR", ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 3 and "stopped SIGTERM False" in done.stdout, (done.returncode, done.stdout, done.stderr[-3000:])
+
+
+CONFIRMED = BASE + "confirm: {top: 1}\n"
+
+
+def _confirm_stopped(tmp_path: Path, how: str):
+    """`run_confirm` as it runs after a sweep: the sweep held by its `driving`, then its confirming sweep's fit stopped by
+    SIGTERM, or the sweep taken over by another host's driver."""
+    import sweep.run
+    from sweep.store.driver import driving
+    from sweep.store.signals import signal_of
+
+    def run_confirm(uri, *args, **kwargs):
+        with driving(open_storage(str(tmp_path / "results")), "t", "sweep confirm"):
+            if how == "sigterm":
+                try:  # the confirming sweep's fit, as `_fit_and_report` ends it
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(30)
+                except KeyboardInterrupt as stopped:
+                    raise sweep.run.Interrupted(uri + "_confirm", signal_of(stopped)) from None
+            marker = tmp_path / "results" / "t" / DRIVER_FILE
+            marker.write_text(json.dumps({**json.loads(marker.read_text()), "host": "node-b", "pid": 4242}))
+            time.sleep(30)
+        return 0
+
+    return run_confirm
+
+
+@pytest.mark.parametrize("how", ["sigterm", "taken over"])
+def test_a_confirm_stage_stopped_says_how_and_exits_so(tmp_path, monkeypatch, capsys, started, how):
+    """The confirm stage after `run`: SIGTERM exited 130 naming SIGINT, and a takeover was "confirm stage skipped", exit 0."""
+    import sweep.confirm
+
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": CONFIRMED})
+    monkeypatch.setattr(sweep.confirm, "run_confirm", _confirm_stopped(tmp_path, how))
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    if how == "sigterm":
+        assert code == 143 and f"interrupted (SIGTERM): the sweep stopped where its last snapshot and checkpoints left it; continue it " \
+                               f"with `python -m sweep resume {tmp_path / 'results' / 't'}`" in err, (code, out, err)
+    else:
+        assert code == 2 and "another driver took this sweep over while this one ran it (`sweep confirm` of process 4242 on host node-b)" in err, (code, out, err)
+    assert "confirm stage skipped" not in out and "Traceback" not in out + err
 
 
 def _saved_config(tmp_path: Path) -> dict:

@@ -126,9 +126,13 @@ def test_notifier_goes_quiet_after_repeated_failures(caplog, monkeypatch):
 def test_an_interrupted_sweep_says_so_and_how_to_continue_it(monkeypatch):
     with Webhook() as hook:
         monkeypatch.setenv(WEBHOOK_ENV, hook.url)
-        SweepNotifier("s", "s3://bucket/sweeps/s", "m", "max", total_steps=3).sweep_interrupted("SIGTERM")
+        notifier = SweepNotifier("s", "s3://bucket/sweeps/s", "m", "max", total_steps=3)
+        notifier.sweep_interrupted("SIGTERM")
+        notifier.sweep_interrupted(None)  # its beat found another driver's claim: that one goes on
     assert hook.texts == ["sweep s interrupted (SIGTERM) before it ended; its trials stopped where their checkpoints left them: "
-                          "continue it with `python -m sweep resume s3://bucket/sweeps/s`"]
+                          "continue it with `python -m sweep resume s3://bucket/sweeps/s`",
+                          "sweep s: another driver took it over; this driver stopped its trials and leaves the sweep to it; "
+                          "results: s3://bucket/sweeps/s"]
 
 
 def test_notifiers_only_with_the_env_var(monkeypatch, tmp_path):
