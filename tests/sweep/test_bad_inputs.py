@@ -269,6 +269,11 @@ COMMAND_LINE = {
     "train on workers that split no batch": (["train", "{tmp}/trainer_ok.yaml", "--workers", "3"], ["with 3 workers", "every worker needs the same number of tasks"]),
     "a verifier type the app lacks": (["validate", SPACE, "--set", "env.tasks_path={tmp}/odd.jsonl"],
                                       ["1 hotel task(s) name a verifier type the app does not have: odd-1 ('no_such_verifier'); known: booking_cancelled"]),
+    "a verifier spec the app cannot judge": (["validate", SPACE, "--set", "env.tasks_path={tmp}/unread.jsonl"],
+                                             ["2 hotel task(s) have a verifier spec the app cannot judge as meant: bare (lacks 'check_in'",
+                                              "text-5 ('nights' = '5' (must be a whole number, 1 or more))"]),
+    "a CURRENT_DATE that is no date": (["validate", SPACE, "--set", "env.tasks_path={tmp}/undated.jsonl"],
+                                       ["1 task(s) have an env_variables CURRENT_DATE that is no date YYYY-MM-DD: undated ('2026-02-30')"]),
     "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
     "dashboard port negative": (["resume", "{tmp}", "--dashboard-port", "-1"], ["argument --dashboard-port: -1 is not a port"]),
     "search seed negative": (["validate", SPACE, "--set", "search.seed=-1"], ["key 'search.seed' = -1: Input should be greater than or equal to 0"]),
@@ -329,6 +334,11 @@ COMMAND_LINE_FILES = {
     "split/train.jsonl": task_line(), "split/eval.jsonl": task_line(),
     "site/index.html": "<h1>my page</h1>",
     "odd.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3)) + task_line(task_key="odd-1", verifier={"type": "no_such_verifier"}),
+    "unread.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
+    + task_line(task_key="bare", verifier={"type": "booking_made", "hotel_id": "H01", "nights": 2})
+    + task_line(task_key="text-5", verifier={"type": "booking_made", "hotel_id": "H01", "check_in": "2026-03-01", "nights": "5"}),
+    "undated.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
+    + task_line(task_key="undated", env_variables={"CURRENT_DATE": "2026-02-30", "LOGGED_IN_USER": "u1", "LOGGED_IN_NAME": "U"}),
 }
 
 

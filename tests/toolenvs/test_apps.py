@@ -237,6 +237,38 @@ def test_unknown_verifier_and_tool_are_clear_errors():
     assert results[0] == "error: unknown tool demolish" and results[1].startswith("error: bad arguments for save_listing")
 
 
+def test_a_verifier_spec_the_app_cannot_judge_is_named():
+    """A spec its verifier would read a missing field from (a KeyError mid-episode), read with the wrong kind
+    (``"nights": "5"`` never equals 5), or that names what no verifier reads (a collection the app lacks: the created
+    record was never wanted, and doing nothing passed)."""
+    from toolenvs.local import hotel
+
+    made = {"type": "booking_made", "hotel_id": "H01", "check_in": "2026-03-01", "nights": 2}
+    assert hotel.spec_problem(made) is None and hotel.spec_problem({"type": "booking_cancelled", "booking_id": "B1"}) is None
+    assert hotel.spec_problem({**made, "check_in": None}) == "'check_in' = None (must be a date, YYYY-MM-DD)"
+    assert hotel.spec_problem({k: v for k, v in made.items() if k != "check_in"}) == (
+        "lacks 'check_in' (a 'booking_made' verifier reads hotel_id: text, check_in: a date, YYYY-MM-DD, nights: a whole number, 1 or more)")
+    assert hotel.spec_problem({**made, "nights": "5"}) == "'nights' = '5' (must be a whole number, 1 or more)"
+    assert hotel.spec_problem({**made, "nights": True}) == "'nights' = True (must be a whole number, 1 or more)"
+    assert hotel.spec_problem({**made, "check_in": "2026-02-30"}) == "'check_in' = '2026-02-30' (must be a date, YYYY-MM-DD)"
+    assert hotel.spec_problem({**made, "guests": 2}).startswith("key(s) 'guests' that a 'booking_made' verifier does not read")
+    assert hotel.spec_problem({"type": "no_such"}) is None  # an unknown type is its own refusal (the backend's problems)
+
+    assert github.spec_problem({"type": "changes", "updated": {"issues": {"alice/webapp#99": {"state": "closed"}}}}) is None
+    assert github.spec_problem({"type": "changes"}) is None  # nothing may change
+    doing_nothing_passed = {"type": "changes", "created": {"issue": [{"title": "Bug"}]}}
+    start = github.initial_state({}, {})
+    assert github.verify(start, start, doing_nothing_passed) == 1.0  # why it is refused
+    assert github.spec_problem(doing_nothing_passed).startswith("'created' names collection(s) 'issue' the app does not have (collections: ")
+    assert github.spec_problem({"type": "changes", "created": {"issues": {"title": "Bug"}}}) == (
+        "'created'['issues'] = {'title': 'Bug'} (must be a list of field sets)")
+    assert github.spec_problem({"type": "changes", "updated": {"issues": [{"state": "closed"}]}}) == (
+        "'updated'['issues'] = [{'state': 'closed'}] (must be a map from a record id to its fields)")
+    assert github.spec_problem({"type": "changes", "created": [], "note": 1}) == (
+        "key(s) 'note' that a 'changes' verifier does not read (it reads created, updated)")
+    assert github.spec_problem({"type": "changes", "created": []}).startswith("'created' = [] (must map a collection to its records' fields")
+
+
 # --- the shipped task sets -------------------------------------------------------------------------
 
 
@@ -264,9 +296,10 @@ def test_shipped_task_sets_are_large_graded_and_personal(shipped):
 
 
 def test_every_reference_solution_passes_in_process(shipped):
-    """The fast twin of ``sweep envs check``: no tool error, verifier 1.0, and doing nothing scores 0."""
+    """The fast twin of ``sweep envs check``: no tool error, verifier 1.0, and doing nothing scores 0; every spec readable."""
     for task in shipped:
         app = get_app(task.env_key)
+        assert app.spec_problem(task.verifier) is None, task.task_key
         start, final, results = app.replay(task.env_variables, task.initial_state, [(c.name, c.arguments) for c in task.solution])
         assert not [r for r in results if isinstance(r, str) and r.startswith("error:")], task.task_key
         assert app.verify(final, start, task.verifier) == 1.0, task.task_key

@@ -44,3 +44,16 @@ def test_a_task_the_local_app_cannot_judge_is_named_not_replayed(tasks, tmp_path
     assert [t.task_key for t in found] == [tasks[0].task_key]
     assert problems[0].startswith(f"{path}:2 (task 'odd'): 1 hotel task(s) name a verifier type the app does not have: odd ('no_such_verifier')")
     assert problems[1].startswith(f"{path}:3 (task 'hosted'): 1 task(s) have a Fleet verifier_func, which only Fleet runs")
+
+
+def test_a_verifier_spec_missing_a_field_is_named_not_replayed(tasks, tmp_path):
+    """A booking_made spec without its check_in: `envs check` crashed on the verifier's KeyError (a traceback, no table);
+    now it is named with its file and line, and the others are replayed."""
+    made = next(t for t in tasks if t.verifier["type"] == "booking_made")
+    partial = {**made.model_dump(), "task_key": "partial", "verifier": {"type": "booking_made", "hotel_id": made.verifier["hotel_id"]}}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(made.model_dump()) + "\n" + json.dumps(partial) + "\n")
+    run = subprocess.run([sys.executable, "-m", "sweep", "envs", "check", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr, run.stderr
+    assert f"not checked: {path}:2 (task 'partial'): 1 hotel task(s) have a verifier spec the app cannot judge as meant: partial (lacks 'check_in', 'nights'" in run.stderr
+    assert "1 task(s) checked" in run.stderr and made.task_key not in run.stderr

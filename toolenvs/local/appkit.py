@@ -216,20 +216,91 @@ def verify(env_key: str, verifiers: dict[str, Callable[..., float]], final: Stat
     return verifiers[kind](final, start, spec)
 
 
+# --- what a verifier spec must hold, checked before anything runs ---------------------------------------
+
+
+class SpecField(NamedTuple):
+    """One field an app's own verifier reads from its spec: what it must be, in words, and the test of a value."""
+
+    what: str
+    ok: Callable[[Any], bool]
+
+
+def is_day(value: Any) -> bool:
+    """An ISO date, YYYY-MM-DD (a task's CURRENT_DATE, a date field of a verifier spec)."""
+    try:
+        return isinstance(value, str) and len(value) == 10 and date.fromisoformat(value) is not None
+    except ValueError:
+        return False
+
+
+TEXT = SpecField("text", lambda v: isinstance(v, str) and v.strip() != "")
+DAY = SpecField("a date, YYYY-MM-DD", is_day)
+COUNT = SpecField("a whole number, 1 or more", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+CHANGES_KEYS = ("created", "updated")
+
+
+def spec_problem(collections: tuple[str, ...], fields: dict[str, dict[str, SpecField]], spec: dict[str, Any]) -> str | None:
+    """Why a verifier spec of a known type cannot be judged as its author meant, or None: a field its verifier reads
+    missing or of the wrong kind (it failed mid-episode with a KeyError, or never matched: ``"nights": "5"``), a key
+    it never reads (a misspelling the verifier ignores), a ``changes`` entry naming a collection the app lacks (ignored:
+    the task passed with no change made)."""
+    kind = spec.get("type")
+    if kind == "changes" and collections:
+        return _changes_problem(collections, spec)
+    wanted = fields.get(kind)
+    if wanted is None:
+        return None
+    needs = ", ".join(f"{key}: {field.what}" for key, field in wanted.items())
+    missing = [key for key in wanted if key not in spec]
+    if missing:
+        return f"lacks {', '.join(repr(k) for k in missing)} (a {kind!r} verifier reads {needs})"
+    odd = [f"{key!r} = {spec[key]!r} (must be {field.what})" for key, field in wanted.items() if not field.ok(spec[key])]
+    if odd:
+        return "; ".join(odd)
+    unknown = sorted(set(spec) - set(wanted) - {"type"})
+    if unknown:
+        return f"key(s) {', '.join(repr(k) for k in unknown)} that a {kind!r} verifier does not read (it reads {needs})"
+    return None
+
+
+def _changes_problem(collections: tuple[str, ...], spec: dict[str, Any]) -> str | None:
+    known = ", ".join(collections)
+    unknown = sorted(set(spec) - set(CHANGES_KEYS) - {"type"})
+    if unknown:
+        return f"key(s) {', '.join(repr(k) for k in unknown)} that a 'changes' verifier does not read (it reads created, updated)"
+    for key, entry in (("created", lambda v: isinstance(v, list) and all(isinstance(f, dict) for f in v)),
+                       ("updated", lambda v: isinstance(v, dict) and all(isinstance(f, dict) for f in v.values()))):
+        value = spec.get(key, {})
+        if not isinstance(value, dict):
+            return f"{key!r} = {value!r} (must map a collection to its records' fields; collections: {known})"
+        stray = sorted(set(value) - set(collections))
+        if stray:
+            return f"{key!r} names collection(s) {', '.join(repr(c) for c in stray)} the app does not have (collections: {known})"
+        shape = "a list of field sets" if key == "created" else "a map from a record id to its fields"
+        bad = [c for c, v in value.items() if not entry(v)]
+        if bad:
+            return f"{key!r}[{bad[0]!r}] = {value[bad[0]]!r} (must be {shape})"
+    return None
+
+
 class AppInterface(NamedTuple):
     """What an app module exports beside its tools (``toolenvs.local`` contract): the verifiers by type, and
-    in-process ``call``, ``verify`` and ``replay`` bound to the app's own tools and state."""
+    in-process ``call``, ``verify`` and ``replay`` bound to the app's own tools and state, and ``spec_problem``:
+    why a task's verifier spec cannot be judged (``spec_problem`` above), or None."""
 
     VERIFIERS: dict[str, Callable[..., float]]
     call: Callable[[State, str, dict[str, Any]], Any]
     verify: Callable[[State, State, dict[str, Any]], float]
     replay: Callable[[dict[str, str], dict[str, Any], list[tuple[str, dict[str, Any]]]], tuple[State, State, list[Any]]]
+    spec_problem: Callable[[dict[str, Any]], str | None]
 
 
 def app_interface(env_key: str, tools: dict[str, Callable[..., Any]], initial_state: Callable[..., State], collections: Iterable[str],
-                  ignored: frozenset[str] = frozenset(), verifiers: dict[str, Callable[..., float]] | None = None) -> AppInterface:
+                  ignored: frozenset[str] = frozenset(), verifiers: dict[str, Callable[..., float]] | None = None,
+                  fields: dict[str, dict[str, SpecField]] | None = None) -> AppInterface:
     """The declarative ``changes`` verifier over ``collections`` (none without collections), the app's own
-    ``verifiers`` by type, and the in-process entry points of one app."""
+    ``verifiers`` by type (``fields``: what each reads from its spec), and the in-process entry points of one app."""
     collections = tuple(collections)
     changes = {"changes": functools.partial(verify_changes, collections=collections, ignored=ignored)} if collections else {}
     verifiers = {**changes, **(verifiers or {})}
@@ -238,4 +309,5 @@ def app_interface(env_key: str, tools: dict[str, Callable[..., Any]], initial_st
         functools.partial(call, tools),
         functools.partial(verify, env_key, verifiers),
         functools.partial(replay, initial_state, tools),
+        functools.partial(spec_problem, collections, fields or {}),
     )

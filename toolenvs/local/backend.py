@@ -34,6 +34,7 @@ class LocalBackendConfig(StrictModel):
     def problems(self, tasks: Sequence[Task], most: int = 5) -> list[str]:
         """The local apps run their own env_keys, judged by a verifier spec or sandboxed ``verifier_code``."""
         from toolenvs.local import APPS, get_app
+        from toolenvs.local.appkit import is_day
 
         problems = []
         unknown = sorted({t.env_key for t in tasks if t.env_key not in APPS})
@@ -51,6 +52,14 @@ class LocalBackendConfig(StrictModel):
             if odd:
                 problems.append(f"{len(odd)} {env_key} task(s) name a verifier type the app does not have: {', '.join(odd[:most])}; "
                                 f"known: {', '.join(sorted(known))}")
+            unread = [f"{t.task_key} ({why})" for t in tasks if t.env_key == env_key and t.verifier is not None
+                      and t.verifier.get("type") in known and (why := get_app(env_key).spec_problem(t.verifier))]
+            if unread:
+                problems.append(f"{len(unread)} {env_key} task(s) have a verifier spec the app cannot judge as meant: {'; '.join(unread[:most])}")
+        days = [f"{t.task_key} ({t.env_variables['CURRENT_DATE']!r})" for t in tasks
+                if t.env_key in APPS and "CURRENT_DATE" in t.env_variables and not is_day(t.env_variables["CURRENT_DATE"])]
+        if days:  # the local apps read it as the day the episode runs on: any tool call with a date failed
+            problems.append(f"{len(days)} task(s) have an env_variables CURRENT_DATE that is no date YYYY-MM-DD: {', '.join(days[:most])}")
         return problems
 
     def sweep_wide(self) -> AbstractContextManager[None]:

@@ -197,4 +197,4 @@ PARAMETERS = {  # what each tool parameter is, in the tools' JSON schema (toolen
 }
 
 
-VERIFIERS, call, verify, replay = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)
+VERIFIERS, call, verify, replay, spec_problem = appkit.app_interface(ENV_KEY, TOOLS, initial_state, COLLECTIONS)

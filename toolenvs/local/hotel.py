@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from toolenvs.local.appkit import AppError, InvalidArgument, NotFound, PermissionDenied, app_interface, parse_date
+from toolenvs.local.appkit import COUNT, DAY, TEXT, AppError, InvalidArgument, NotFound, PermissionDenied, app_interface, parse_date
 
 __all__ = ["AppError"]  # the app contract (toolenvs.local): the server catches it
 
@@ -138,6 +138,7 @@ def verify_booking_cancelled(final: dict[str, Any], start: dict[str, Any], spec:
     return 1.0
 
 
-VERIFIERS, call, verify, replay = app_interface(
-    ENV_KEY, TOOLS, initial_state, (), verifiers={"booking_made": verify_booking_made, "booking_cancelled": verify_booking_cancelled}
+VERIFIERS, call, verify, replay, spec_problem = app_interface(
+    ENV_KEY, TOOLS, initial_state, (), verifiers={"booking_made": verify_booking_made, "booking_cancelled": verify_booking_cancelled},
+    fields={"booking_made": {"hotel_id": TEXT, "check_in": DAY, "nights": COUNT}, "booking_cancelled": {"booking_id": TEXT}},
 )
