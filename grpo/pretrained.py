@@ -8,6 +8,8 @@ model this returns; the warm-start, which only the tiny model gets.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from grpo.config import ModelConfig
@@ -26,6 +28,29 @@ def apply_rope_scaling(config: Any, cfg: ModelConfig) -> None:
     rope.update(rope_type=scaling.rope_type, factor=scaling.factor, original_max_position_embeddings=scaling.original_max_position_embeddings)
     config.rope_parameters = rope
     config.max_position_embeddings = scaling.max_positions()
+
+
+WEIGHTS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def model_folder_problem(folder: Path) -> str | None:
+    """Why a local folder named by ``model.name_or_path`` is no Hugging Face model that loads, or None; read from its
+    files alone (no transformers import), so that ``validate`` says it before a sweep's trials each fail on it."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return "no config.json in it: not a Hugging Face model folder (`hf download <id> --local-dir DIR` makes one)"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"its config.json cannot be read as JSON ({type(exc).__name__}: {exc})"
+    if not isinstance(data, dict) or not data.get("model_type"):
+        return "its config.json names no model_type (transformers cannot tell which model it is)"
+    if not any(next(folder.glob(pattern), None) for pattern in WEIGHTS):
+        return "no weights in it (no *.safetensors or *.bin): a download cut short, or a config alone"
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return f"no tokenizer in it (none of {', '.join(TOKENIZER_FILES)})"
+    return None
 
 
 def _fail(cfg: ModelConfig, what: str, exc: Exception) -> PretrainedLoadError:

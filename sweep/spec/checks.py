@@ -96,6 +96,11 @@ def path_problems(base: TrainerConfig, source: str, prefix: str = "trainer.") ->
     if model and model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
         problems.append(f"{source}: key '{prefix}model.name_or_path' = {model!r}: no such directory on this machine (a path, not a "
                         "Hugging Face id such as Qwen/Qwen3-8B); name the model's folder")
+    elif model and Path(model).expanduser().is_dir():  # a local folder, however named: transformers loads it before the hub
+        from grpo.pretrained import model_folder_problem
+
+        if problem := model_folder_problem(Path(model).expanduser()):
+            problems.append(f"{source}: key '{prefix}model.name_or_path' = {model!r}: {problem}")
     return problems
 
 

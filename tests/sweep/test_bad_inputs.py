@@ -262,6 +262,15 @@ COMMAND_LINE = {
                                               ["key 'resume_from' = '", "not a grpo-sweep checkpoint (no trainer_state.json in it)"]),
     "a model folder not there": (["validate", SPACE, "--set", "model.name_or_path=/no/such/model"],
                                  ["key 'trainer.model.name_or_path' = '/no/such/model': no such directory on this machine"]),
+    # each ran a whole sweep before, its every trial failing on the load
+    "a model folder without a config": (["run", SPACE, "--set", "model.name_or_path={tmp}/split"],
+                                        ["split': no config.json in it: not a Hugging Face model folder"]),
+    "a model folder whose config is no JSON": (["validate", SPACE, "--set", "model.name_or_path={tmp}/notamodel"],
+                                               ["notamodel': its config.json cannot be read as JSON (JSONDecodeError"]),
+    "a model folder without weights": (["run", SPACE, "--set", "model.name_or_path={tmp}/configonly"],
+                                       ["configonly': no weights in it (no *.safetensors or *.bin)"]),
+    "a model folder without a tokenizer": (["validate", SPACE, "--set", "model.name_or_path={tmp}/notokenizer"],
+                                           ["notokenizer': no tokenizer in it (none of tokenizer.json"]),
     "a base built into a file": (["validate", SPACE, "--set", "model.shipped_base=false", "--set", "model.cache_dir={tmp}/afile"],
                                  ["key 'trainer.model.cache_dir' = ", "the base policy is built there (no shipped one for this recipe), but", "afile is a file, not a directory"]),
     "train a base built into a file": (["train", "{tmp}/trainer_ok.yaml", "--set", "model.shipped_base=false", "--set", "model.cache_dir={tmp}/afile/c"],
@@ -337,6 +346,8 @@ COMMAND_LINE_FILES = {
     "unread.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
     + task_line(task_key="bare", verifier={"type": "booking_made", "hotel_id": "H01", "nights": 2})
     + task_line(task_key="text-5", verifier={"type": "booking_made", "hotel_id": "H01", "check_in": "2026-03-01", "nights": "5"}),
+    "notamodel/config.json": "not a model", "configonly/config.json": '{"model_type": "qwen2"}',
+    "notokenizer/config.json": '{"model_type": "qwen2"}', "notokenizer/model.safetensors": "",
     "undated.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
     + task_line(task_key="undated", env_variables={"CURRENT_DATE": "2026-02-30", "LOGGED_IN_USER": "u1", "LOGGED_IN_NAME": "U"}),
 }

@@ -122,6 +122,21 @@ def test_pretrained_model_gets_dtype_and_yarn(tmp_path):
     assert vllm_hf_overrides(ModelConfig(name_or_path=str(tmp_path / "m")), str(tmp_path / "m")) == {}
 
 
+def test_a_model_folder_is_read_from_its_files_before_anything_loads(tmp_path):
+    """What `validate` asks of a local model folder (``model_folder_problem``): a model transformers saved, with its
+    tokenizer, passes; without the tokenizer, or with its weights gone, it is named."""
+    from grpo.pretrained import model_folder_problem
+    from grpo.shapes import filled_tokenizer
+
+    _tiny_qwen3(tmp_path / "m")
+    assert model_folder_problem(tmp_path / "m").startswith("no tokenizer in it")
+    filled_tokenizer().save_pretrained(tmp_path / "m")
+    assert model_folder_problem(tmp_path / "m") is None
+    for weights in (tmp_path / "m").glob("*.safetensors"):
+        weights.unlink()
+    assert model_folder_problem(tmp_path / "m").startswith("no weights in it")
+
+
 def test_unreachable_hub_is_a_clear_error():
     code = (
         "from grpo.config import ModelConfig; from grpo.pretrained import PretrainedLoadError, load_model\n"
