@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from configkit.base import ConfigError, StrictModel, read_text, validate
 
@@ -34,6 +35,9 @@ class SolutionCall(StrictModel):
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+ENV_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class Task(StrictModel):
@@ -57,6 +61,16 @@ class Task(StrictModel):
     solution: list[SolutionCall] = Field(default_factory=list, description="A reference sequence of tool calls.")
     modality: Literal["tool_use"] = Field("tool_use", description="Only tool use is trained here.")
     difficulty: int = Field(1, ge=1, description="Tool calls the reference solution needs.")
+
+    @field_validator("env_key")
+    @classmethod
+    def _env_key_names_a_file(cls, value: str) -> str:
+        """An env key names the eval's trajectory file (``{env_key}.jsonl``) and a part of its metrics' names
+        (``reward/{env_key}/pass_at_1``): a '/' or '..' in it wrote outside the trial's folder and split the name."""
+        if not ENV_KEY.fullmatch(value) or ".." in value:
+            raise ValueError("an env key is letters, digits, '.', '_' and '-', starting with a letter or digit, with no '..' "
+                             "(it names the eval's trajectory file and its metrics)")
+        return value
 
     @model_validator(mode="after")
     def _one_verifier(self) -> Task:

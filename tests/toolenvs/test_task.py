@@ -53,6 +53,11 @@ def test_full_record_with_verifier_code(tmp_path):
             '{"CURRENT_DATE"', '{"CURRENT_DATE": "2025-01-01", "CURRENT_DATE"'), "key 'env_variables.CURRENT_DATE' appears twice"),
         # a field under Fleet's name and ours with two values: which is meant is not guessed
         ({**GOOD, "task_key": "t2", "key": "t9"}, "(task 't2'): keys 'key' ('t9') and 'task_key' ('t2') are one field"),
+        # an env key names the eval's trajectory file ({env_key}.jsonl) and metrics (reward/{env_key}/...)
+        ({**GOOD, "task_key": "t2", "env_key": "Booking App/../x"},
+         "(task 't2'): key 'env_key' = 'Booking App/../x': an env key is letters, digits, '.', '_' and '-', starting with a letter or digit"),
+        ({**GOOD, "task_key": "t2", "env_key": "a..b"}, "key 'env_key' = 'a..b': an env key is"),
+        ({k: v for k, v in GOOD.items() if k not in ("task_key", "env_key")} | {"key": "t2", "env_id": "../up"}, "key 'env_key' = '../up': an env key is"),
     ],
 )
 def test_bad_records_name_file_line_and_key(tmp_path, record, message):
