@@ -64,7 +64,7 @@ class Elided:
 
 def shown_value(key: str, value: Any, depth: int = 0) -> Any:
     """A value as a message may show it: hidden under a secret-named key, at any depth of a section or list, a URI's
-    secrets hidden in text; and short: the first items of a long list or section, four levels, 300 characters of
+    secrets and a secret-named assignment (``API_TOKEN=...``) hidden in text; and short: the first items of a long list or section, four levels, 300 characters of
     text (a YAML alias bomb's millions of items, or a pasted file, would make a message of megabytes)."""
     if looks_secret(key):
         return HIDDEN
@@ -78,8 +78,8 @@ def shown_value(key: str, value: Any, depth: int = 0) -> Any:
         return [shown_value(key, v, depth + 1) for v in value[:SHOWN_ITEMS]] + ([more] if more else [])
     if isinstance(value, datetime.date):
         return as_written(value)
-    if isinstance(value, str):
-        text = redact_uri(value)
+    if isinstance(value, str):  # a URI's secrets, and any secret-named assignment in it (a pasted "API_TOKEN=...")
+        text = redact_text(value)
         return text if len(text) <= SHOWN_TEXT else f"{text[:SHOWN_TEXT]}… ({len(text)} characters)"
     return value
 
