@@ -187,20 +187,28 @@ def _records(path: Path) -> tuple[list[tuple[str, Any]], list[str]]:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read as JSON; a task file is JSON lines, a JSON array of tasks or {{\"tasks\": [...]}}") from None
+    shape = 'a task file is JSON lines, a JSON array of tasks or {"tasks": [...]}'
     if isinstance(document, list):
-        return [(f"{path}[{i}]", item) for i, item in enumerate(document)], []
-    if isinstance(document, dict) and "tasks" in document and "prompt" not in document:
+        records = [(f"{path}[{i}]", item) for i, item in enumerate(document)]
+    elif isinstance(document, dict) and "tasks" in document and "prompt" not in document:
         if not isinstance(document["tasks"], list):
             raise ConfigError(f"{path}: key 'tasks' must be an array of tasks, got {type(document['tasks']).__name__}")
-        return [(f"{path}[{i}]", item) for i, item in enumerate(document["tasks"])], []
-    records, problems = [], []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append((f"{path}:{lineno}", _json(line)))
-            except (json.JSONDecodeError, RecursionError) as exc:
-                problems.append(f"{path}:{lineno}: not valid JSON: {exc}")
-    return records, problems
+        records = [(f"{path}[{i}]", item) for i, item in enumerate(document["tasks"])]
+    elif isinstance(document, dict) and not TASK_KEYS & set(document):  # {"items": [...]}: no task, and no task list either
+        raise ConfigError(f"{path}: one JSON object with none of a task's keys (it has {', '.join(repr(k) for k in list(document)[:8])}); {shape}")
+    else:
+        records, problems = [], []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    records.append((f"{path}:{lineno}", _json(line)))
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    problems.append(f"{path}:{lineno}: not valid JSON: {exc}")
+        if records or problems:
+            return records, problems
+    if not records:  # an empty file, array or list: every later message ("no training tasks left") would guess why
+        raise ConfigError(f"{path}: no tasks in it; {shape}")
+    return records, []
 
 
 def _one_document(text: str) -> Any:
@@ -215,6 +223,7 @@ def _one_document(text: str) -> Any:
         return None
 
 
+TASK_KEYS = {"task_key", "key", "prompt", "env_key", "env_id"}  # a record that has none of these is no task (either name read)
 MOST_PROBLEMS = 20  # bad records named in one error; the rest are counted
 
 

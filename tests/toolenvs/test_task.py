@@ -75,3 +75,16 @@ def test_a_repeated_key_in_a_fleet_array_names_its_index(tmp_path):
     path.write_text("[" + json.dumps(GOOD) + ", " + json.dumps({**GOOD, "task_key": "t2"})[:-1] + ', "env_key": "mail"}]')
     with pytest.raises(ConfigError, match=re.escape("fleet.json[1] (task 't2'): key 'env_key' appears twice")):
         load_tasks(path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "no tasks in it"), ("\n\n", "no tasks in it"), ("[]", "no tasks in it"), ('{"tasks": []}', "no tasks in it"),
+    ('{"items": [{"prompt": "x"}]}', "one JSON object with none of a task's keys (it has 'items')"),
+])
+def test_a_file_without_tasks_says_so(tmp_path, text, message):
+    """An empty file was read as no tasks, and each command guessed why later ("no training tasks left: lower
+    --eval-ratio"); `envs check` checked nothing and exited 0. Now the file is named, with what a task file is."""
+    path = tmp_path / "tasks.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
+        load_tasks(path)
