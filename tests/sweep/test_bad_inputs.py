@@ -283,6 +283,10 @@ COMMAND_LINE = {
     "a verifier spec the app cannot judge": (["validate", SPACE, "--set", "env.tasks_path={tmp}/unread.jsonl"],
                                              ["2 hotel task(s) have a verifier spec the app cannot judge as meant: bare (lacks 'check_in'",
                                               "text-5 ('nights' = '5' (must be a whole number, 1 or more))"]),
+    "env_variables the apps act on missing": (["validate", SPACE, "--set", "env.tasks_path={tmp}/nobody.jsonl"],
+                                              ["2 task(s) lack env_variables the local apps act on (CURRENT_DATE, LOGGED_IN_USER): "
+                                               "nobody (LOGGED_IN_USER), empty (CURRENT_DATE, LOGGED_IN_USER)",
+                                               "1 task(s) have an env_variables LOGGED_IN_USER that is no user name (text): numbered (5)"]),
     "a CURRENT_DATE that is no date": (["validate", SPACE, "--set", "env.tasks_path={tmp}/undated.jsonl"],
                                        ["1 task(s) have an env_variables CURRENT_DATE that is no date YYYY-MM-DD: undated ('2026-02-30')"]),
     "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
@@ -350,6 +354,9 @@ COMMAND_LINE_FILES = {
     + task_line(task_key="text-5", verifier={"type": "booking_made", "hotel_id": "H01", "check_in": "2026-03-01", "nights": "5"}),
     "notamodel/config.json": "not a model", "configonly/config.json": '{"model_type": "qwen2"}',
     "notokenizer/config.json": '{"model_type": "qwen2"}', "notokenizer/model.safetensors": "",
+    "nobody.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
+    + task_line(task_key="nobody", env_variables={"CURRENT_DATE": "2026-02-01", "LOGGED_IN_NAME": "U"}) + task_line(task_key="empty", env_variables={})
+    + task_line(task_key="numbered", env_variables={"CURRENT_DATE": "2026-02-01", "LOGGED_IN_USER": 5}),
     "undated.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
     + task_line(task_key="undated", env_variables={"CURRENT_DATE": "2026-02-30", "LOGGED_IN_USER": "u1", "LOGGED_IN_NAME": "U"}),
 }

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from toolenvs.seam import EpisodeClient
 
 
+ACTED_ON = ("CURRENT_DATE", "LOGGED_IN_USER")  # the env_variables every local app's state starts from (appkit.base_state)
+
+
 class LocalBackendConfig(StrictModel):
     """Our local apps (``toolenvs/local``), each served as a real MCP server on 127.0.0.1, one process per env_key."""
 
@@ -56,10 +59,19 @@ class LocalBackendConfig(StrictModel):
                       and t.verifier.get("type") in known and (why := get_app(env_key).spec_problem(t.verifier))]
             if unread:
                 problems.append(f"{len(unread)} {env_key} task(s) have a verifier spec the app cannot judge as meant: {'; '.join(unread[:most])}")
-        days = [f"{t.task_key} ({t.env_variables['CURRENT_DATE']!r})" for t in tasks
-                if t.env_key in APPS and "CURRENT_DATE" in t.env_variables and not is_day(t.env_variables["CURRENT_DATE"])]
+        local = [t for t in tasks if t.env_key in APPS and t.verifier_func is None]  # the others are refused above
+        lacking = [f"{t.task_key} ({', '.join(k for k in ACTED_ON if k not in t.env_variables)})" for t in local
+                   if any(k not in t.env_variables for k in ACTED_ON)]
+        if lacking:  # the apps fell back to 'guest' on 2026-01-01, silently
+            problems.append(f"{len(lacking)} task(s) lack env_variables the local apps act on ({', '.join(ACTED_ON)}): {', '.join(lacking[:most])}")
+        days = [f"{t.task_key} ({t.env_variables['CURRENT_DATE']!r})" for t in local
+                if "CURRENT_DATE" in t.env_variables and not is_day(t.env_variables["CURRENT_DATE"])]
         if days:  # the local apps read it as the day the episode runs on: any tool call with a date failed
             problems.append(f"{len(days)} task(s) have an env_variables CURRENT_DATE that is no date YYYY-MM-DD: {', '.join(days[:most])}")
+        users = [f"{t.task_key} ({t.env_variables['LOGGED_IN_USER']!r})" for t in local
+                 if "LOGGED_IN_USER" in t.env_variables and not (isinstance(t.env_variables["LOGGED_IN_USER"], str) and t.env_variables["LOGGED_IN_USER"].strip())]
+        if users:
+            problems.append(f"{len(users)} task(s) have an env_variables LOGGED_IN_USER that is no user name (text): {', '.join(users[:most])}")
         return problems
 
     def sweep_wide(self) -> AbstractContextManager[None]:
