@@ -227,7 +227,12 @@ def user_loc(model: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[tuple[
     clean: list[str | int] = []
     owner: type[BaseModel] | None = model
     members: list[type[BaseModel]] = []  # the union the previous key holds, if it holds one
+    element = False  # the previous key holds a mapping or list of models: this part is a key or an index in it
     for i, part in enumerate(loc):
+        if element:  # the element's model (or union) owns what follows
+            element = False
+            clean.append(part)
+            continue
         chosen = _tagged(members, part)
         members = []
         if chosen is not None and i < len(loc) - 1:
@@ -239,7 +244,16 @@ def user_loc(model: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[tuple[
         field = owner.model_fields.get(part) if owner is not None and isinstance(part, str) else None
         inner = _unwrap(field.annotation) if field is not None else []
         members, owner = (inner, inner[0]) if len(inner) > 1 else ([], inner[0] if inner else None)
+        element = field is not None and bool(inner) and _holds_elements(field.annotation)
     return tuple(clean), owner
+
+
+def _holds_elements(annotation: Any) -> bool:
+    """Whether an annotation (through Optional, unions, Annotated) is a mapping or a list: a location goes on with
+    a key or an index before the element's own keys."""
+    if get_origin(annotation) in (dict, list):
+        return True
+    return any(_holds_elements(arg) for arg in get_args(annotation) if arg is not type(None))
 
 
 def dotted_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -268,7 +282,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], source: str, p
         key = prefix + _dotted(loc, written)
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            allowed = sorted(owner.model_fields) if owner else []
+            allowed = sorted(field.alias or name for name, field in owner.model_fields.items()) if owner else []
             lines.append(f"{source}: unknown key '{key}' ({did_you_mean(str(loc[-1]), allowed)}allowed here: {', '.join(allowed)})")
         elif _names_a_key(err):  # a key YAML read as a number, true/false or a date
             where = prefix + _dotted(_key_section(loc), written)

@@ -73,6 +73,9 @@ SPACE_FILES = {
     "repeated key in a point": ({"space.yaml": BASE + "search: {points_to_evaluate: [{optim.lr: 1, optim.lr: 2}]}\n"},
                                 ["key 'search.points_to_evaluate[0].optim.lr' appears twice"]),
     "binary space file": ({"space.yaml": b"name: t\x00\x01\x02"}, ["space.yaml: a binary file (NUL byte at 7)"]),
+    "a condition's unknown comparison": ({"space.yaml": BASE.replace("  optim.lr: {choice: [1.0e-3]}", "  optim.lr: {choice: [1.0e-3]}\n"
+                                          "  algorithm.kl_coef: {choice: [0.0, 0.1]}\n  optim.warmup_steps: {choice: [0, 1], when: {algorithm.kl_coef: {bigger: 0}}}")},
+                                         ["unknown key 'space.optim.warmup_steps.when.algorithm.kl_coef.bigger' (allowed here: eq, ge, gt, in, le, lt, ne)"]),
     "latin-1 space file": ({"space.yaml": "name: café\n".encode("latin-1")}, ["space.yaml: not UTF-8 text (byte 0xe9 at 9)"]),
     "utf-16 space file": ({"space.yaml": BASE.encode("utf-16")}, ["space.yaml: UTF-16 text (it starts with a byte-order mark); save the YAML file as UTF-8"]),
     "space file is a folder": ({"space.yaml/x": ""}, ["space.yaml: a directory, not a YAML file"]),
