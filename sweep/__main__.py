@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -64,7 +65,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise ConfigError(f"{exc}\n(resources checked against {where})" if "_per_trial'" in str(exc) else str(exc)) from None
     searcher = cfg.search.searcher + (f" ({cfg.search.sampler})" if cfg.search.searcher == "optuna" else "")
-    print(f"{args.space}: ok — {sampled_trial_count(cfg)} trials, searcher {searcher}, scheduler {cfg.scheduler.type}, "
+    trials = sampled_trial_count(cfg)
+    print(f"{args.space}: ok — {trials} trial{'' if trials == 1 else 's'}, searcher {searcher}, scheduler {cfg.scheduler.type}, "
           f"metric {cfg.search.metric} ({cfg.search.mode}), {cfg.trainer.total_steps} steps each; resources checked against {where}")
     for key, dist in cfg.space.items():
         print(f"  {key}: {dist.model_dump(exclude_none=True)}")
@@ -286,10 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd.set_defaults(func=_cmd_envs_check)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `sweep validate ... | head`: the reader has what it wanted; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell counts a process SIGPIPE ended
     except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP to a driver (sweep.store.signals)
         import signal
 

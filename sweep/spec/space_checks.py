@@ -18,7 +18,7 @@ from configkit.redact import shown_repr
 from configkit.suggest import did_you_mean
 from grpo.config import TrainerConfig
 from sweep.spec.config import Choice, Fixed, Grid, PbtConfig, SweepConfig
-from sweep.spec.distributions import NUMERIC
+from sweep.spec.distributions import NUMERIC, QUniform
 from sweep.spec.space import sampled_trial_count
 
 UNSWEEPABLE = ("total_steps", "output_dir")
@@ -56,6 +56,9 @@ def distribution_problems(cfg: SweepConfig, where: str, key: str, dist: Any, sou
     for value in dist.extremes():
         detail = _refused(cfg, key, value, source)
         if detail:
+            if isinstance(dist, QUniform) and not dist.whole and float(value).is_integer() and not _refused(cfg, key, int(value), source):
+                detail += (f"\n(a quniform draws whole numbers only when low, high and q are all whole: here q = {dist.q:g}, "
+                           f"low = {dist.low:g}, high = {dist.high:g})")
             yield f"{source}: key '{where}.{key}' can give {shown_repr(key, value)}, which the trainer refuses:\n{detail}"
             return
 

@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import random
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -73,6 +74,9 @@ SPACE_FILES = {
     "repeated key in a point": ({"space.yaml": BASE + "search: {points_to_evaluate: [{optim.lr: 1, optim.lr: 2}]}\n"},
                                 ["key 'search.points_to_evaluate[0].optim.lr' appears twice"]),
     "binary space file": ({"space.yaml": b"name: t\x00\x01\x02"}, ["space.yaml: a binary file (NUL byte at 7)"]),
+    "a fractional step on a whole-number key": ({"space.yaml": BASE.replace("  optim.lr: {choice: [1.0e-3]}", "  optim.lr: {choice: [1.0e-3]}\n"
+                                                 "  rollout.n_samples_per_prompt: {type: quniform, low: 2, high: 8, q: 0.5}")},
+                                                ["must be a whole number", "(a quniform draws whole numbers only when low, high and q are all whole: here q = 0.5"]),
     "a condition's unknown comparison": ({"space.yaml": BASE.replace("  optim.lr: {choice: [1.0e-3]}", "  optim.lr: {choice: [1.0e-3]}\n"
                                           "  algorithm.kl_coef: {choice: [0.0, 0.1]}\n  optim.warmup_steps: {choice: [0, 1], when: {algorithm.kl_coef: {bigger: 0}}}")},
                                          ["unknown key 'space.optim.warmup_steps.when.algorithm.kl_coef.bigger' (allowed here: eq, ge, gt, in, le, lt, ne)"]),
@@ -835,3 +839,14 @@ def test_envs_check_names_every_bad_task_and_checks_the_rest(tmp_path, capsys):
                   "5 task record(s) or file(s) not checked (above); 1 task(s) checked"):
         assert named in err, err
     assert "hotel" in out and [json.loads(line)["task_key"] for line in kept.read_text().splitlines()] == ["good"]
+
+
+def test_output_into_a_pipe_closed_early_is_no_traceback(tmp_path):
+    """`sweep validate space.yaml | head -1`: the reader closes the pipe; the command stops quietly (exit 141, as a shell
+    counts SIGPIPE), no BrokenPipeError traceback."""
+    write_files(tmp_path, {"space.yaml": BASE})
+    child = subprocess.Popen([sys.executable, "-m", "sweep", "validate", str(tmp_path / "space.yaml")], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err
