@@ -121,7 +121,9 @@ def _endpoint_problem(endpoint: str, where: str) -> str | None:
         parts, port = None, -1
     if scheme not in ("http", "https"):
         return f"{where} = {redact_uri(endpoint)!r}: scheme {scheme}:// is not http:// or https://; write http://host:port"
-    if parts is None or port == -1 or not parts.hostname or parts.path.strip("/") or parts.query or parts.fragment or parts.username:
+    host = parts.hostname if parts is not None else None
+    named = bool(host) and (re.fullmatch(r"[A-Za-z0-9_.-]+", host) is not None or re.fullmatch(r"[0-9A-Fa-f:.]+", host) is not None)
+    if parts is None or port == -1 or not named or parts.path.strip("/") or parts.query or parts.fragment or parts.username:
         return f"{where} = {redact_uri(endpoint)!r}: not host:port or http(s)://host:port (e.g. http://127.0.0.1:9000)"
     return None
 

@@ -213,6 +213,7 @@ ENDPOINTS = {
     "endpoint one slash": ("http:/127.0.0.1:9000", ["AWS_ENDPOINT_URL = 'http:/127.0.0.1:9000': not host:port"]),
     "endpoint scheme": ("htp://127.0.0.1:9000", ["AWS_ENDPOINT_URL = 'htp://127.0.0.1:9000': scheme htp:// is not http://"]),
     "endpoint no host": ("http://", ["AWS_ENDPOINT_URL = 'http://': not host:port"]),
+    "endpoint words": ("not a url", ["AWS_ENDPOINT_URL = 'not a url': not host:port"]),
 }
 
 # The Ray cluster to join (validate checks resources against it; run joins it after the bases): refused at once.
