@@ -35,6 +35,15 @@ class UnreadableYaml(ConfigError):
     """Text that is not YAML at all: PyYAML's own message, which may quote the text around the fault."""
 
 
+FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+FILE_NAME_WORDS = "letters, digits, '.', '_' and '-', not '.' or '..'"
+
+
+def is_file_name(value: str) -> bool:
+    """A name that is one file or folder name on every system, never a path: a sweep's folder, an env's eval dump."""
+    return FILE_NAME.fullmatch(value) is not None and value not in (".", "..")
+
+
 def read_text(path: str | Path, what: str = "file") -> str:
     """A text file's contents; a missing, unreadable, binary or non-UTF-8 file is a ConfigError naming it."""
     path = Path(path)

@@ -9,13 +9,16 @@ import datetime
 import re
 from typing import Any
 
-SECRET_PARTS = {"secret", "token", "password", "passwd", "pwd", "credential", "credentials", "signature", "apikey", "auth"}
+SECRET_PARTS = {"secret", "token", "password", "passwd", "pwd", "credential", "credentials", "signature", "apikey", "auth", "authorization",
+                "pat"}
 SECRET_NAMES = ("apikey", "accesskey", "secretkey", "privatekey", "sessiontoken", "secret", "password", "passwd", "credential", "signature")
 PLAIN_QUERY_OPTIONS = ("endpoint_override", "scheme", "region")  # an S3 URI's options (sweep.store.uris): settings, shown in messages
 HIDDEN = "***"
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:(?://)?)[^/@?#&=\s]*@")  # scheme://user:pw@ anywhere (or scheme:user:pw@, missing its //)
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*:(?://)?)[^/@?#&=\s]*@")  # scheme://user:pw@ anywhere (or scheme:user:pw@, missing its //)
 _QUERY_PAIR = re.compile(r"(?<=[?&])([^=&#\s]+)=([^&#\s]*)")
-_ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[:=]\s*)([^\s,}\]]+)""")
+# name = value (or name: value) in free text: a whole name (not the tail of a longer run) of at most 100 characters (else
+# a long value's every position began a name: quadratic), a value quoted whole, or after an auth scheme's word
+_ASSIGNMENT = re.compile(r"""(?<![A-Za-z0-9_.\-])([A-Za-z_][A-Za-z0-9_.\-]{0,100})(["']?\s*[:=]\s*)((?:(?:Bearer|Basic|Token)\s+)?(?:"[^"]*"|'[^']*'|[^\s,}\]]+))""")
 
 
 def _parts(name: str) -> list[str]:

@@ -30,8 +30,9 @@ def apply_rope_scaling(config: Any, cfg: ModelConfig) -> None:
     config.max_position_embeddings = scaling.max_positions()
 
 
-WEIGHTS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+WEIGHTS = ("model*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "*.bin.index.json")  # not training_args.bin
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tekken.json")
 
 
 def model_folder_problem(folder: Path) -> str | None:
@@ -47,7 +48,7 @@ def model_folder_problem(folder: Path) -> str | None:
     if not isinstance(data, dict) or not data.get("model_type"):
         return "its config.json names no model_type (transformers cannot tell which model it is)"
     if not any(next(folder.glob(pattern), None) for pattern in WEIGHTS):
-        return "no weights in it (no *.safetensors or *.bin): a download cut short, or a config alone"
+        return "no weights in it (no model*.safetensors or pytorch_model*.bin): a download cut short, or a config alone"
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         return f"no tokenizer in it (none of {', '.join(TOKENIZER_FILES)})"
     return None

@@ -295,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `sweep validate ... | head`: the reader has what it wanted; no traceback, and none at exit
+        if not _stdout_closed():  # another pipe or socket: a failure to show
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # as a shell counts a process SIGPIPE ended
     except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP to a driver (sweep.store.signals)
@@ -310,6 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # SIGHUP: the terminal is gone
             pass
         return 128 + signum
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader is gone (poll says POLLERR), not whatever else broke a pipe."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no file behind stdout
+        return False
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from configkit.base import ConfigError, StrictModel, read_text, validate
+from configkit.base import FILE_NAME_WORDS, ConfigError, StrictModel, is_file_name, read_text, validate
 
 VERIFIER_FUNCTION = "verify"
 
@@ -35,9 +34,6 @@ class SolutionCall(StrictModel):
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-ENV_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class Task(StrictModel):
@@ -67,9 +63,9 @@ class Task(StrictModel):
     def _env_key_names_a_file(cls, value: str) -> str:
         """An env key names the eval's trajectory file (``{env_key}.jsonl``) and a part of its metrics' names
         (``reward/{env_key}/pass_at_1``): a '/' or '..' in it wrote outside the trial's folder and split the name."""
-        if not ENV_KEY.fullmatch(value) or ".." in value:
-            raise ValueError("an env key is letters, digits, '.', '_' and '-', starting with a letter or digit, with no '..' "
-                             "(it names the eval's trajectory file and its metrics)")
+        if not is_file_name(value):
+            version = " (a version goes in env_version: the env key is the name before the ':')" if ":" in value else ""
+            raise ValueError(f"an env key is {FILE_NAME_WORDS}: it names the eval's trajectory file and its metrics{version}")
         return value
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from configkit.base import StrictModel
+from configkit.base import FILE_NAME_WORDS, StrictModel, is_file_name
 from grpo.config import MAX_SEED, TrainerConfig
 from sweep.spec.distributions import (  # noqa: F401  (re-exported: the grammar's types are part of this module's API)
     DISTRIBUTIONS,
@@ -158,7 +158,7 @@ class ConfirmConfig(StrictModel):
 
 
 class SweepConfig(StrictModel):
-    name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name (a directory under storage).")
+    name: str = Field("sweep", description="Experiment name (a directory under storage).")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The base trainer config every trial starts from (validated once, here).")
     space: dict[str, Distribution] = Field(default_factory=dict, description="Dotted trainer key -> distribution.")
     search: SearchConfig = SearchConfig()
@@ -174,8 +174,8 @@ class SweepConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _a_directory_name(cls, name: str) -> str:
-        if name in (".", ".."):
-            raise ValueError(f"{name!r} is not a name: the sweep is the directory storage/name, which --fresh deletes")
+        if not is_file_name(name):
+            raise ValueError(f"{name!r} is not a name ({FILE_NAME_WORDS}): the sweep is the directory storage/name, which --fresh deletes")
         return name
 
     @model_validator(mode="before")

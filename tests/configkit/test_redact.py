@@ -37,6 +37,9 @@ def test_a_value_is_shown_by_its_key():
     assert shown_value("logging.api_key", "abc") == "***"
     assert shown_value("storage", "s3://u:p@bucket/x") == "s3://***@bucket/x"
     assert shown_value("env_variables", "API_TOKEN=ghp_abc, USER=alice") == "API_TOKEN=***, USER=alice"  # a mapping pasted as text
+    assert shown_value("env_variables", 'API_TOKEN: Bearer ghp_abc, B="x y"') == "API_TOKEN: ***, B=\"x y\""  # an auth scheme's word
+    assert shown_value("env_variables", 'API_TOKEN="abc def"; GITHUB_PAT=ghp_1') == "API_TOKEN=***; GITHUB_PAT=***"  # quoted whole
+    assert shown_value("headers", "Authorization: Basic dXNlcjpw") == "Authorization: ***"
     assert shown_value("optim.lr", 0.001) == 0.001
     assert shown_value("logging.wandb", {"api_key": "x", "project": "p", "runs": [{"token": "t"}]}) == \
         {"api_key": "***", "project": "p", "runs": [{"token": "***"}]}

@@ -278,7 +278,7 @@ COMMAND_LINE = {
     "a model folder whose config is no JSON": (["validate", SPACE, "--set", "model.name_or_path={tmp}/notamodel"],
                                                ["notamodel': its config.json cannot be read as JSON (JSONDecodeError"]),
     "a model folder without weights": (["run", SPACE, "--set", "model.name_or_path={tmp}/configonly"],
-                                       ["configonly': no weights in it (no *.safetensors or *.bin)"]),
+                                       ["configonly': no weights in it (no model*.safetensors or pytorch_model*.bin)"]),
     "a model folder without a tokenizer": (["validate", SPACE, "--set", "model.name_or_path={tmp}/notokenizer"],
                                            ["notokenizer': no tokenizer in it (none of tokenizer.json"]),
     "a base built into a file": (["validate", SPACE, "--set", "model.shipped_base=false", "--set", "model.cache_dir={tmp}/afile"],
@@ -851,3 +851,20 @@ def test_output_into_a_pipe_closed_early_is_no_traceback(tmp_path):
     child.stdout.close()
     err = child.stderr.read().decode()
     assert child.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_standard_output_is_shown(monkeypatch):
+    """Only a closed standard output is the quiet exit 141: a socket broken under a command is an error to show."""
+    import socket
+
+    import sweep.__main__ as cli
+
+    def writes_to_a_closed_socket(args):
+        mine, theirs = socket.socketpair()
+        theirs.close()
+        while True:
+            mine.send(b"x" * 65536)
+
+    monkeypatch.setattr(cli, "_cmd_validate", writes_to_a_closed_socket)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["validate", "space.yaml"])

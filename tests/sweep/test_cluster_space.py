@@ -134,7 +134,13 @@ def test_a_model_folder_is_read_from_its_files_before_anything_loads(tmp_path):
     assert model_folder_problem(tmp_path / "m") is None
     for weights in (tmp_path / "m").glob("*.safetensors"):
         weights.unlink()
+    (tmp_path / "m" / "training_args.bin").write_bytes(b"")  # a Trainer's settings: no weights
     assert model_folder_problem(tmp_path / "m").startswith("no weights in it")
+    (tmp_path / "m" / "pytorch_model-00001-of-00002.bin").write_bytes(b"")
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json"):
+        (tmp_path / "m" / name).unlink(missing_ok=True)
+    (tmp_path / "m" / "spiece.model").write_bytes(b"")  # a sentencepiece tokenizer (T5's name)
+    assert model_folder_problem(tmp_path / "m") is None
 
 
 def test_unreachable_hub_is_a_clear_error():

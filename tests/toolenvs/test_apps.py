@@ -251,6 +251,7 @@ def test_a_verifier_spec_the_app_cannot_judge_is_named():
     assert hotel.spec_problem({**made, "nights": "5"}) == "'nights' = '5' (must be a whole number, 1 or more)"
     assert hotel.spec_problem({**made, "nights": True}) == "'nights' = True (must be a whole number, 1 or more)"
     assert hotel.spec_problem({**made, "check_in": "2026-02-30"}) == "'check_in' = '2026-02-30' (must be a date, YYYY-MM-DD)"
+    assert hotel.spec_problem({**made, "check_in": "2026-W05-1"}) == "'check_in' = '2026-W05-1' (must be a date, YYYY-MM-DD)"  # a week date
     assert hotel.spec_problem({**made, "guests": 2}).startswith("key(s) 'guests' that a 'booking_made' verifier does not read")
     assert hotel.spec_problem({"type": "no_such"}) is None  # an unknown type is its own refusal (the backend's problems)
 

@@ -55,8 +55,8 @@ def test_full_record_with_verifier_code(tmp_path):
         ({**GOOD, "task_key": "t2", "key": "t9"}, "(task 't2'): keys 'key' ('t9') and 'task_key' ('t2') are one field"),
         # an env key names the eval's trajectory file ({env_key}.jsonl) and metrics (reward/{env_key}/...)
         ({**GOOD, "task_key": "t2", "env_key": "Booking App/../x"},
-         "(task 't2'): key 'env_key' = 'Booking App/../x': an env key is letters, digits, '.', '_' and '-', starting with a letter or digit"),
-        ({**GOOD, "task_key": "t2", "env_key": "a..b"}, "key 'env_key' = 'a..b': an env key is"),
+         "(task 't2'): key 'env_key' = 'Booking App/../x': an env key is letters, digits, '.', '_' and '-', not '.' or '..'"),
+        ({**GOOD, "task_key": "t2", "env_key": "booking:v0.0.74"}, "(a version goes in env_version: the env key is the name before the ':')"),
         ({k: v for k, v in GOOD.items() if k not in ("task_key", "env_key")} | {"key": "t2", "env_id": "../up"}, "key 'env_key' = '../up': an env key is"),
     ],
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Callable, Iterable
 from datetime import date
 from typing import Any, NamedTuple
@@ -228,8 +229,8 @@ class SpecField(NamedTuple):
 
 def is_day(value: Any) -> bool:
     """An ISO date, YYYY-MM-DD (a task's CURRENT_DATE, a date field of a verifier spec)."""
-    try:
-        return isinstance(value, str) and len(value) == 10 and date.fromisoformat(value) is not None
+    try:  # the pattern too: Python reads '2026-W05-1' (a week date) as well, and the verifiers compare the text
+        return isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) is not None and date.fromisoformat(value) is not None
     except ValueError:
         return False
 
