@@ -88,6 +88,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     watch = _watch(args)
     sets = parse_sets(args.set)
+    # where the storage was given, for a refusal to name: the flag, a --set, or the space file
+    where = "--storage" if args.storage is not None else "--set storage" if "storage" in sets else f"{args.space}: key 'storage'"
     for flag, key, value in (("--storage", "storage", args.storage), ("--num-samples", "search.num_samples", args.num_samples)):
         if value is None:  # --storage "" is refused by name, not ignored
             continue
@@ -95,7 +97,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} and --set {key} both given: give one")
         sets[key] = value
     cfg = load_space(args.space, sets)
-    store = _reachable(cfg.storage)
+    store = _reachable(cfg.storage, where)
     from sweep.confirm import confirm_stage
     from sweep.resume import experiment_uri
 

@@ -251,7 +251,9 @@ COMMAND_LINE = {
     "resume unreachable": (["resume", f"s3://bucket/t?endpoint_override={CLOSED}&scheme=http"],
                            ["the bucket 'bucket' could not be reached at " + CLOSED]),
     "run unreachable": (["run", SPACE, "--storage", f"s3://bucket/p?endpoint_override={CLOSED}&scheme=http"],
-                        ["could not be reached at " + CLOSED, "check the endpoint"]),
+                        ["error: --storage = 's3://bucket/p", "could not be reached at " + CLOSED, "check the endpoint"]),
+    "run unreachable from the file": (["run", "{tmp}/unreachable.yaml"],
+                                      ["unreachable.yaml: key 'storage' = 's3://bucket/p", "could not be reached at " + CLOSED]),
     "train unknown env key": (["train", "{tmp}/trainer.yaml"], ["trainer.yaml: key 'env.env_keys' = ['nope']: no tasks of env.tasks_path", "have env_key 'nope'"]),
     "train repeated key": (["train", "{tmp}/dup.yaml"], ["dup.yaml: key 'optim.lr' appears twice (lines 2 and 3)"]),
     "train task of an unknown env": (["train", "{tmp}/fleet.yaml"], ["key 'env.backend' = {type: local}: env_key(s) booking are not local apps"]),
@@ -345,7 +347,7 @@ COMMAND_LINE = {
     "report importance from 0 trials": (["report", "{tmp}", "--min-complete", "0"], ["--min-complete = 0: allowed: a whole number of 1 or more"]),
 }
 COMMAND_LINE_FILES = {
-    "space.yaml": BASE, "afile": "",
+    "space.yaml": BASE, "afile": "", "unreachable.yaml": with_storage(f"s3://bucket/p?endpoint_override={CLOSED}&scheme=http"),
     "trainer.yaml": "total_steps: 2\nenv: {env_keys: [nope]}\n",
     "dup.yaml": "optim:\n  lr: 0.1\n  lr: 0.2\n",
     "fleet.yaml": "total_steps: 2\nenv: {tasks_path: booking.jsonl}\n",
