@@ -74,8 +74,7 @@ def stopping_on_signals() -> Iterator[None]:
         yield
     finally:
         _depth -= 1
-        for signum, handler in earlier.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        _put_back(earlier)
         if _depth == 0:  # what the outermost block saw is not the next command's
             _forget()
 
@@ -96,8 +95,13 @@ def handlers_kept() -> Iterator[None]:
         _received.append(exc.code)
         raise Stopped(exc.code) from None
     finally:
-        for signum, handler in earlier.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        _put_back(earlier)
+
+
+def _put_back(earlier: dict) -> None:
+    """The handlers as they were (None: one not set from Python, the system's default)."""
+    for signum, handler in earlier.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def interrupt_main() -> None:

@@ -49,14 +49,15 @@ class LocalBackendConfig(StrictModel):
             problems.append(f"{len(hosted)} task(s) have a Fleet verifier_func, which only Fleet runs: {', '.join(hosted[:most])}; "
                             "use env.backend: {type: fleet}")
         for env_key in sorted({t.env_key for t in tasks if t.env_key in APPS}):
-            known = get_app(env_key).VERIFIERS
+            app = get_app(env_key)
+            known = app.VERIFIERS
             odd = [f"{t.task_key} ({t.verifier.get('type')!r})" for t in tasks
                    if t.env_key == env_key and t.verifier is not None and t.verifier.get("type") not in known]
             if odd:
                 problems.append(f"{len(odd)} {env_key} task(s) name a verifier type the app does not have: {', '.join(odd[:most])}; "
                                 f"known: {', '.join(sorted(known))}")
             unread = [f"{t.task_key} ({why})" for t in tasks if t.env_key == env_key and t.verifier is not None
-                      and t.verifier.get("type") in known and (why := get_app(env_key).spec_problem(t.verifier))]
+                      and t.verifier.get("type") in known and (why := app.spec_problem(t.verifier))]
             if unread:
                 problems.append(f"{len(unread)} {env_key} task(s) have a verifier spec the app cannot judge as meant: {'; '.join(unread[:most])}")
         local = [t for t in tasks if t.env_key in APPS and t.verifier_func is None]  # the others are refused above
