@@ -63,7 +63,31 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """The innermost messages of an exception (group), one line."""
+    """The innermost messages of an exception (group), one line; an HTTP error status with the server's reason."""
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(describe(e) for e in exc.exceptions)
+    if isinstance(exc, mcpcompat.http.HTTPStatusError):
+        response, reason = exc.response, _reason(exc.response)
+        return f"HTTP {response.status_code} {response.reason_phrase} from {exc.request.method} {exc.request.url}" + (f": {reason}" if reason else "")
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+REASON_CHARS = 500  # of a server's error body, in one line
+
+
+def _reason(response) -> str:
+    """What the server said of an error status: its JSON ``error`` (or ``detail``, ``message``), else its text; '' when
+    the body was not read (a stream) or says nothing."""
+    try:
+        text = response.text
+    except Exception:  # a streamed body not read: the status alone
+        return ""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        said = next((body[k] for k in ("error", "detail", "message") if isinstance(body.get(k), str) and body[k].strip()), None)
+        text = said if said is not None else text
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."

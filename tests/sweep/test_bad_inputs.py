@@ -299,6 +299,9 @@ COMMAND_LINE = {
                                                "1 task(s) have an env_variables LOGGED_IN_USER that is no user name (text): numbered (5)"]),
     "a CURRENT_DATE that is no date": (["validate", SPACE, "--set", "env.tasks_path={tmp}/undated.jsonl"],
                                        ["1 task(s) have an env_variables CURRENT_DATE that is no date YYYY-MM-DD: undated ('2026-02-30')"]),
+    "an initial_state the app cannot start from": (["validate", SPACE, "--set", "env.tasks_path={tmp}/unseeded.jsonl"],
+                                                   ["2 hotel task(s) have an initial_state the app cannot start from: "
+                                                    "count (TypeError: 'int' object is not iterable); keyless (KeyError: 'booking_id')"]),
     "live port above 65535": (["run", SPACE, "--live-port", "70000"], ["argument --live-port: 70000 is not a port; give a whole number from 0"]),
     "dashboard port negative": (["resume", "{tmp}", "--dashboard-port", "-1"], ["argument --dashboard-port: -1 is not a port"]),
     "search seed negative": (["validate", SPACE, "--set", "search.seed=-1"], ["key 'search.seed' = -1: Input should be greater than or equal to 0"]),
@@ -367,6 +370,8 @@ COMMAND_LINE_FILES = {
     "nobody.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
     + task_line(task_key="nobody", env_variables={"CURRENT_DATE": "2026-02-01", "LOGGED_IN_NAME": "U"}) + task_line(task_key="empty", env_variables={})
     + task_line(task_key="numbered", env_variables={"CURRENT_DATE": "2026-02-01", "LOGGED_IN_USER": 5}),
+    "unseeded.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))  # every episode of these failed to open (HTTP 422)
+    + task_line(task_key="count", initial_state={"bookings": 7}) + task_line(task_key="keyless", initial_state={"bookings": [{"hotel_id": "H01"}]}),
     "undated.jsonl": "".join(task_line(task_key=f"h-{i}") for i in range(3))
     + task_line(task_key="undated", env_variables={"CURRENT_DATE": "2026-02-30", "LOGGED_IN_USER": "u1", "LOGGED_IN_NAME": "U"}),
 }

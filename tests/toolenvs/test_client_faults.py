@@ -177,10 +177,30 @@ def test_5xx_is_retried_with_exponential_backoff_and_jitter(status_server):
         assert low * 0.95 <= gap <= 2 * low + 0.25, (attempt, gap)
 
 
-def test_4xx_is_not_retried(status_server):
+def test_4xx_is_not_retried_and_says_what_the_server_said(status_server):
     url, seen = status_server(404)
     client, _, message = _open(url)
     assert len(seen) == 1 and client.stats.open_retries == 0 and "not retried" in message
+    assert f"HTTP 404 Not Found from POST {url}/episodes: unavailable" in message  # the server's reason, not httpx's link
+
+
+def test_an_error_status_is_described_with_the_servers_reason_in_one_short_line():
+    from toolenvs.faults import REASON_CHARS, describe
+
+    http = mcpcompat.http  # httpx, or httpx2 under MCP 2
+    request = http.Request("POST", "http://127.0.0.1:1/episodes")
+
+    def said(status: int, **body: object) -> str:
+        response = http.Response(status, request=request, **body)
+        return describe(http.HTTPStatusError("x", request=request, response=response))
+
+    unfit = said(422, json={"error": "initial_state does not fit"})  # its reason phrase as the HTTP library names it
+    assert unfit.startswith("HTTP 422 Unprocessable ") and unfit.endswith(" from POST http://127.0.0.1:1/episodes: initial_state does not fit")
+    assert said(400, json={"detail": "bad field"}).endswith(": bad field")  # FastAPI's key
+    assert said(502, text="<html>\n  <b>Bad gateway</b>\n</html>").endswith(": <html> <b>Bad gateway</b> </html>")  # one line
+    assert said(500, text="").endswith("from POST http://127.0.0.1:1/episodes")  # nothing said: the status alone
+    long = said(500, text="x" * 5000)
+    assert long.endswith("...") and len(long.split(": ", 1)[1]) == REASON_CHARS
 
 
 def test_connection_refused_is_retried_with_backoff():

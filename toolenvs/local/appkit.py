@@ -61,6 +61,19 @@ def base_state(env_variables: dict[str, str]) -> State:
     }
 
 
+class SeedError(ValueError):
+    """A task's ``initial_state`` (with its ``env_variables``) the app cannot start an episode's state from."""
+
+
+def seeded(app: Any, env_variables: dict[str, Any], seed: dict[str, Any] | None) -> State:
+    """The app's (an app module's) state for one episode from a task's seed; ``SeedError`` naming the first thing
+    that did not fit (a record without its key field, a number where records were expected)."""
+    try:
+        return app.initial_state(env_variables, seed or {})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SeedError(f"{type(exc).__name__}: {exc}") from None
+
+
 def keyed(records: Iterable[dict[str, Any]], key: str, defaults: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Seed records as a collection ``{str(record[key]): record}``, missing fields from ``defaults``."""
     return {str(r[key]): {**(defaults or {}), **copy.deepcopy(r)} for r in records}

@@ -136,6 +136,7 @@ def build_app(app: ModuleType, default_episode: dict[str, Any] | None = None):
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
+    from toolenvs.local.appkit import SeedError, seeded
     from toolenvs.mcpcompat import http_app, make_server
 
     episodes: dict[str, dict[str, Any]] = {} if default_episode is None else {DEFAULT_EPISODE: default_episode}
@@ -154,9 +155,9 @@ def build_app(app: ModuleType, default_episode: dict[str, Any] | None = None):
         if problem := _seed_problem(body):
             return _bad_seed(400, problem)
         try:
-            state = app.initial_state(body.get("env_variables") or {}, body.get("initial_state") or {})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a seed that does not fit the app's state
-            return _bad_seed(422, f"initial_state does not fit the {app.ENV_KEY} app: {type(exc).__name__}: {exc}")
+            state = seeded(app, body.get("env_variables") or {}, body.get("initial_state"))
+        except SeedError as exc:
+            return _bad_seed(422, f"initial_state does not fit the {app.ENV_KEY} app: {exc}")
         episode_id = str(body["episode_id"])
         episodes[episode_id] = state
         peak[0] = max(peak[0], len(episodes))
