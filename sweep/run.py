@@ -37,7 +37,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     from sweep.resume import clear, failed_start, forget_failed_start, refuse_foreign, refuse_overwrite, save_config
     from sweep.store.driver import DRIVER_FILE, driving, holds, release, still_held
     from sweep.store.storage import BASE_EVALS_DIR
-    from sweep.trials.base_evals import prepare_bases
+    from sweep.trials.base_evals import build_bases, evaluate_bases
 
     check_machine(cfg)
     store = open_storage(cfg.storage)
@@ -45,13 +45,15 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     refuse_foreign(store, cfg.name)  # a folder of the user's: never written in
     with driving(store, cfg.name, "sweep run") as me:  # before the old folder goes (on S3, a large one's deletion takes minutes)
         refuse_overwrite(store, cfg.name, fresh or failed_start(store, cfg.name), space, start_over)
-        clear(store, cfg.name, keep=(DRIVER_FILE,))
         try:
+            prepare_environment()
+            build_bases(cfg)  # minutes, and the sweep --fresh replaces still whole: stopped or failed here, it stays
+            still_held(me)  # taken over meanwhile (its beats failing): the folder is the other driver's to keep
+            clear(store, cfg.name, keep=(DRIVER_FILE,))
             if base_evals_from and store.exists(base_evals_from, BASE_EVALS_DIR):
                 store.copy((base_evals_from, BASE_EVALS_DIR), (cfg.name, BASE_EVALS_DIR))
-            prepare_environment()
-            prepare_bases(cfg, store)
-            still_held(me)  # taken over during the bases' minutes (its beats failing): the folder is the other driver's now
+            evaluate_bases(cfg, store)
+            still_held(me)  # and during the base evals' minutes
             save_config(store, cfg)
             from sweep.tuner import build_tuner
 

@@ -24,9 +24,16 @@ BASE_EVAL_FILE = "aggregated_results.jsonl"
 
 
 def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
-    """Every base the sweep needs, found or built (a shipped one needs neither), then, with eval on and a
-    store, each base's eval made once and stored for the trials. Child processes with every core: the
-    driver imports no torch, and a driver killed meanwhile takes them along."""
+    """``build_bases``, then with a store ``evaluate_bases``."""
+    build_bases(cfg)
+    if store is not None:
+        evaluate_bases(cfg, store)
+
+
+def build_bases(cfg: SweepConfig) -> None:
+    """Every base the sweep needs, found or built (a shipped one needs neither), in a child process with every
+    core: the driver imports no torch, and a driver killed meanwhile takes it along. Writes nothing in the
+    sweep's folder (bases are cached apart), so a sweep ``--fresh`` replaces stays whole until they are ready."""
     from grpo.data import base_tasks
     from grpo.warmstart import shipped_base
 
@@ -44,9 +51,15 @@ def prepare_bases(cfg: SweepConfig, store: Storage | None = None) -> None:
             continue
         print(f"preparing the base policy{which} (built once, then cached)...", flush=True)
         subprocess.run([sys.executable, "-m", "grpo.warmstart", trainer.model_dump_json()], check=True)
-    if store is not None and cfg.trainer.eval.interval:
-        for i, trainer in enumerate(variants, start=1):
-            evaluate_base(cfg, store, trainer, f" ({i} of {len(variants)})" if len(variants) > 1 else "")
+
+
+def evaluate_bases(cfg: SweepConfig, store: Storage) -> None:
+    """With eval on, each base's eval made once and stored in the sweep's folder for the trials (``evaluate_base``)."""
+    if not cfg.trainer.eval.interval:
+        return
+    variants = base_variants(cfg)
+    for i, trainer in enumerate(variants, start=1):
+        evaluate_base(cfg, store, trainer, f" ({i} of {len(variants)})" if len(variants) > 1 else "")
 
 
 def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, which: str = "") -> None:

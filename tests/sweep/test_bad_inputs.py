@@ -416,7 +416,8 @@ def started(monkeypatch):
 
     calls: list[str] = []
     monkeypatch.setattr(sweep.run, "prepare_environment", lambda: calls.append("environment"))
-    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", lambda cfg, store=None: calls.append("bases"))
+    monkeypatch.setattr(sweep.trials.base_evals, "build_bases", lambda cfg: calls.append("bases"))
+    monkeypatch.setattr(sweep.trials.base_evals, "evaluate_bases", lambda cfg, store: calls.append("base evals"))
     monkeypatch.setattr(sweep.run, "_fit_and_report", lambda cfg, store, make_tuner, watch: calls.append("tune") or 0)
     return calls
 
@@ -785,10 +786,10 @@ def test_a_start_refused_after_its_folder_was_written_leaves_nothing(tmp_path, m
 def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkeypatch, capsys, started):
     import sweep.trials.base_evals
 
-    def crash(cfg, store=None):
-        raise RuntimeError("the base policy's build died")
+    def crash(cfg, store):
+        raise RuntimeError("the base eval died")
 
-    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", crash)
+    monkeypatch.setattr(sweep.trials.base_evals, "evaluate_bases", crash)
     monkeypatch.chdir(tmp_path)
     write_files(tmp_path, {"space.yaml": BASE, "results/t/base_evals/x": "partial"})
     with pytest.raises(RuntimeError):
@@ -800,6 +801,34 @@ def test_a_crashed_start_leaves_nothing_and_a_begun_sweep_stays(tmp_path, monkey
     assert (tmp_path / "results" / "t" / "tuner.pkl").exists()  # a sweep Tune began is never removed by a refusal
 
 
+@pytest.mark.parametrize("how", [RuntimeError("the base policy's build died"), KeyboardInterrupt()], ids=["failed", "ctrl-c"])
+def test_a_sweep_fresh_replaces_stays_whole_until_the_new_bases_are_ready(tmp_path, monkeypatch, capsys, started, how):
+    """`run --fresh` deleted the old sweep first, then built the bases (10-17 minutes where none ships): a build that
+    failed, or Ctrl-C meanwhile, left neither sweep. Now the old one goes once the bases are ready."""
+    import sweep.trials.base_evals
+
+    old = {"space.yaml": BASE, "results/t/tuner.pkl": "state", "results/t/sweep_config.json": "{}", "results/t/trial_1/result.json": "{}\n"}
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, old)
+
+    def stopped(cfg):
+        raise how
+
+    monkeypatch.setattr(sweep.trials.base_evals, "build_bases", stopped)
+    if isinstance(how, KeyboardInterrupt):
+        code, out, err = run_main(["run", "space.yaml", "--fresh"], capsys)
+        assert code == 130 and "interrupted (SIGINT)" in err, (code, err)
+    else:
+        with pytest.raises(RuntimeError):
+            main(["run", "space.yaml", "--fresh"])
+    assert sorted(p.name for p in (tmp_path / "results" / "t").iterdir()) == ["sweep_config.json", "trial_1", "tuner.pkl"]
+    assert (tmp_path / "results" / "t" / "tuner.pkl").read_text() == "state"
+    monkeypatch.setattr(sweep.trials.base_evals, "build_bases", lambda cfg: started.append("bases"))
+    code, out, err = run_main(["run", "space.yaml", "--fresh"], capsys)
+    assert code == 0 and started == ["environment", "environment", "bases", "base evals", "tune"], (code, err)
+    assert not (tmp_path / "results" / "t" / "trial_1").exists() and not (tmp_path / "results" / "t" / "tuner.pkl").exists()
+
+
 def test_a_confirm_sweep_that_crashes_at_its_start_leaves_nothing_either(tmp_path, monkeypatch, started):
     """`sweep confirm` starts its sweep through run_sweep, with the first sweep's base evals copied in: a crash
     before Tune began removes the new folder (copied evals and all), never the first sweep's."""
@@ -807,10 +836,11 @@ def test_a_confirm_sweep_that_crashes_at_its_start_leaves_nothing_either(tmp_pat
     from sweep.run import run_sweep
     from sweep.spec.loader import load_space
 
-    def crash(cfg, store=None):
-        raise RuntimeError("the base policy's build died")
+    def crash(cfg, store):
+        assert store.exists("t_confirm", "base_evals", "x", "aggregated_results.jsonl")  # copied in before the evals
+        raise RuntimeError("the base eval died")
 
-    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", crash)
+    monkeypatch.setattr(sweep.trials.base_evals, "evaluate_bases", crash)
     monkeypatch.chdir(tmp_path)
     write_files(tmp_path, {"space.yaml": BASE.replace("name: t", "name: t_confirm"), "results/t/base_evals/x/aggregated_results.jsonl": "{}\n"})
     with pytest.raises(RuntimeError):
@@ -829,7 +859,7 @@ def test_run_starts_over_in_a_failed_start_and_says_so(tmp_path, monkeypatch, ca
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 0, err
     assert "a start that failed before its first trial" in out and "starting over there" in out
-    assert started == ["environment", "bases", "tune"]
+    assert started == ["environment", "bases", "base evals", "tune"]
     assert json.loads((tmp_path / "results" / "t" / "sweep_config.json").read_text())["name"] == "t"
 
 

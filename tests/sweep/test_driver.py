@@ -68,7 +68,7 @@ def test_a_second_run_or_resume_while_the_first_drives_is_refused_and_deletes_no
     write_files(tmp_path, {f"results/t/{DRIVER_FILE}.partial-{first_driver.pid}-1": "{"})  # and a beat it was writing
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 0, err
-    assert started == ["environment", "bases", "tune"]
+    assert started == ["environment", "bases", "base evals", "tune"]
     assert not (tmp_path / "results" / "t" / DRIVER_FILE).exists()  # the run's own marker, removed when it ended
 
 
@@ -131,12 +131,12 @@ def test_another_hosts_marker_is_refused_while_it_beats_and_taken_over_once_sile
         child.wait()
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 0 and f"process {child.pid} on host node-b" in err and "no heartbeat in 1 s: that driver is gone; going on" in err, err
-    assert started == ["environment", "bases", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
+    assert started == ["environment", "bases", "base evals", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
     silent = {"host": "node-c", "pid": 4242, "pid_start": "17", "started": time.time() - 600, "command": "sweep resume", "every": 0.2}
     write_files(tmp_path, {"results/t/tuner.pkl": "", "results/t/experiment_state-2026-12-03.json": "{}", f"results/t/{DRIVER_FILE}": json.dumps(silent)})
     code, out, err = run_main(["resume", "results/t"], capsys)
     assert code == 0 and "process 4242 on host node-c" in err and "going on" in err and "resuming" in out, err
-    assert started[-3:] == ["environment", "bases", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
+    assert started[-4:] == ["environment", "bases", "base evals", "tune"] and not (tmp_path / "results" / "t" / DRIVER_FILE).exists()
 
 
 def test_markers_of_another_container_or_another_folder(tmp_path, monkeypatch, capsys, started):
@@ -248,13 +248,13 @@ def test_sigterm_stops_a_driver_as_ctrl_c_does_and_removes_its_marker(tmp_path, 
 def _run_stopped_in_its_bases(tmp_path, monkeypatch, capsys, seen):
     import sweep.trials.base_evals
 
-    def bases(cfg, store=None):
+    def bases(cfg):
         seen.append((tmp_path / "results" / "t" / DRIVER_FILE).exists())
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
         seen.append("not stopped")
 
-    monkeypatch.setattr(sweep.trials.base_evals, "prepare_bases", bases)
+    monkeypatch.setattr(sweep.trials.base_evals, "build_bases", bases)
     code, out, err = run_main(["run", "space.yaml"], capsys)
     assert code == 143 and "interrupted (SIGTERM)" in err and "Traceback" not in out + err, (code, out, err)
     assert seen == [True] and not (tmp_path / "results" / "t").exists()
