@@ -218,10 +218,14 @@ def claim(store: Storage, name: str, command: str, on_lost: Callable[[], None] |
     """Write this process's marker into the sweep's folder and keep it beating until ``release``; ``on_lost``: what
     the beat does when it finds the claim taken (``driving``: interrupt the main thread)."""
     me = this_driver(command, folder_of(store, name))
-    store.write_text(json.dumps(asdict(me)), name, DRIVER_FILE)
     held = Claim(store, name, me, threading.Event(), on_lost=on_lost)
-    held.thread = threading.Thread(target=_beat, args=(held,), name=f"driver-beat-{name}", daemon=True)
-    held.thread.start()
+    try:
+        store.write_text(json.dumps(asdict(me)), name, DRIVER_FILE)
+        held.thread = threading.Thread(target=_beat, args=(held,), name=f"driver-beat-{name}", daemon=True)
+        held.thread.start()
+    except BaseException:  # a signal (or a failed write) with the marker written: it is not left naming this process
+        release(held)
+        raise
     return held
 
 
@@ -263,19 +267,21 @@ def driving(store: Storage, name: str, command: str) -> Iterator[Claim]:
     check_free(store, name, command)
     main = threading.current_thread() is threading.main_thread()
     with stopping_on_signals():
-        held = claim(store, name, command, on_lost=interrupt_main if main else None)
+        held = None
         try:
+            held = claim(store, name, command, on_lost=interrupt_main if main else None)
             time.sleep(min(SETTLE_S, held.driver.every / 4))
             still_held(held)
             yield held
         except KeyboardInterrupt as stopped:
-            if held.lost.is_set():
+            if held is not None and held.lost.is_set():
                 raise TakenOver(_taken_over(held)) from None
             if not hasattr(stopped, "signum"):  # Ray's compiled waits raise a plain one in place of ``Stopped``
                 raise Stopped(signal_of(stopped)) from None
             raise
         finally:
-            release(held)
+            if held is not None:  # else claim removed what it wrote
+                release(held)
 
 
 def _taken_over(held: Claim) -> str:

@@ -198,6 +198,24 @@ def test_a_claim_beats_until_released_and_release_removes_only_its_own(tmp_path,
     assert json.loads((tmp_path / "t" / DRIVER_FILE).read_text()) == later
 
 
+def test_a_signal_as_the_marker_is_written_leaves_no_marker(tmp_path, monkeypatch):
+    """A SIGTERM landing while the claim wrote its marker (a second on S3) left the marker naming this process."""
+    from sweep.store.driver import driving
+    from sweep.store.signals import Stopped
+
+    store = open_storage(str(tmp_path))
+    write = type(store).write_text
+
+    def written_then_stopped(self, text, *parts):
+        write(self, text, *parts)
+        raise Stopped(signal.SIGTERM)
+
+    monkeypatch.setattr(type(store), "write_text", written_then_stopped)
+    with pytest.raises(Stopped), driving(store, "t", "sweep run"):
+        pytest.fail("the block ran")
+    assert not (tmp_path / "t" / DRIVER_FILE).exists()
+
+
 def test_a_driver_whose_sweep_another_driver_took_over_stops_within_a_beat(tmp_path, monkeypatch, capsys, started):
     """A driver whose beats failed long enough (an S3 outage of a minute) is counted gone, and a resume on another machine
     claims the sweep. Once its beat reads the other claim it stops its trials as on Ctrl-C (it went on running them beside
