@@ -60,11 +60,28 @@ def refuse_overwrite(store: Storage, name: str, fresh: bool, space: str, start_o
     starts this sweep over, for the refusal (default: ``sweep run`` of ``space`` with ``--fresh``)."""
     refuse_foreign(store, name)
     if sweep_exists(store, name) and not fresh:
+        again = f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
+        if not store.exists(name, STATE_FILE):  # its trials without Tune's state: there is nothing resume can continue
+            raise ConfigError(f"{_stateless(store, name)}; or start over with {again}")
         raise ConfigError(
             f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
-            f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with "
-            f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
+            f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with {again}"
         )
+
+
+def trial_folders(store: Storage, name: str) -> list[str]:
+    """The folders in the sweep's folder that hold a trial's records (Tune's ``params.json`` or ``result.json``)."""
+    if not store.is_dir(name):
+        return []
+    return [e for e in store.entries(name) if store.exists(name, e, "result.json") or store.exists(name, e, "params.json")]
+
+
+def _stateless(store: Storage, name: str) -> str:
+    """What a sweep folder with trials but no Tune state (``tuner.pkl`` lost) is, and what can be done with it."""
+    trials = trial_folders(store, name)
+    return (f"{store.display(name)} holds a sweep's {len(trials)} trial folder(s) but not Tune's state ({STATE_FILE}, lost or "
+            f"removed), so it cannot be continued: put the file back from a copy to resume it; `python -m sweep report "
+            f"{experiment_uri(store.uri, name)}` reads it as it is")
 
 
 def refuse_foreign(store: Storage, name: str) -> None:
@@ -93,7 +110,7 @@ def clear(store: Storage, name: str, keep: tuple[str, ...] = ()) -> None:
 def failed_start(store: Storage, name: str) -> bool:
     """A sweep folder with its config but no tuner state is a start refused or killed before Tune began (no
     trial ran): ``resume`` has nothing to continue there, so ``run`` starts over in it, and says so."""
-    if store.exists(name, CONFIG_FILE) and not store.exists(name, STATE_FILE):
+    if store.exists(name, CONFIG_FILE) and not store.exists(name, STATE_FILE) and not trial_folders(store, name):
         print(f"{store.display(name)}: a start that failed before its first trial (a {CONFIG_FILE}, no {STATE_FILE}); starting over there", flush=True)
         return True
     return False
@@ -103,7 +120,7 @@ def forget_failed_start(store: Storage, name: str) -> None:
     """A start refused or crashed before Tune saved its state leaves no folder (it would block the next
     ``run`` and give ``resume`` nothing); once Tune has saved state, the folder stays for ``resume``."""
     try:
-        if store.exists(name) and not store.exists(name, STATE_FILE):
+        if store.exists(name) and not store.exists(name, STATE_FILE) and not trial_folders(store, name):
             store.delete_dir(name)
     except OSError as exc:  # the first error is the one to show; say what is left
         print(f"{store.display(name)} could not be removed ({exc}); `python -m sweep run ...` starts over there", file=sys.stderr)
@@ -118,6 +135,10 @@ def check_snapshot(store: Storage, name: str) -> None:
     both); refused here instead, saying what is there."""
     where = store.display(name)
     snapshots = sorted(e for e in store.entries(name) if e.startswith(SNAPSHOT_PREFIX) and e.endswith(".json"))
+    if not snapshots and trial_folders(store, name):  # lost or removed: --fresh would delete the trials
+        raise ConfigError(f"{where}: Tune's snapshot of this sweep (an {SNAPSHOT_PREFIX}*.json) is missing beside its "
+                          f"{len(trial_folders(store, name))} trial folder(s), so it cannot be continued: put the file back from a copy "
+                          f"to resume it; `python -m sweep report {experiment_uri(store.uri, name)}` reads it as it is")
     if not snapshots:
         raise ConfigError(f"{where}: Tune saved no snapshot of this sweep (no {SNAPSHOT_PREFIX}*.json): its driver stopped before "
                           "the first trial began, so there is nothing to continue; start it over with `python -m sweep run SPACE --fresh`")
@@ -150,6 +171,8 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
     ``to``: what the command wants of it, for the message when there is no sweep there."""
     where = store.display(name)
     if not store.exists(name, STATE_FILE):
+        if trial_folders(store, name):
+            raise ConfigError(_stateless(store, name))
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")

@@ -9,6 +9,7 @@ the Optuna study to ``importance.py``.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,13 @@ class TrialData:
         return max((int(r.get("training_iteration", r.get("step", 0))) for r in self.rows), default=0)
 
     @property
-    def wall_s(self) -> float:
-        return float(self.rows[-1].get("time_total_s", 0.0)) if self.rows else 0.0
+    def wall_s(self) -> float | None:
+        """Tune's ``time_total_s`` at the trial's last step (0 before any); None when that step's row lacks it: its
+        ``result.json`` lost or cut, the step known from the trial's own record (``sweep.store.results``) alone."""
+        if not self.rows:
+            return 0.0
+        value = self.rows[-1].get("time_total_s")
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
     def episodes_by_step(self) -> dict[int, float]:
         """The rollout episodes the trial had spent by the end of each step (0 at step 0): where the verdict cuts a
@@ -151,9 +157,23 @@ def _unreadable(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> s
 def load_trial(store: SweepStore, folder: str) -> TrialData:
     tried = _attempts(store, folder)
     rows = _history(store, folder, tried)
-    params = _json_file(store, f"{folder}/params.json", {})
     error = (store.read_text(f"{folder}/error.txt") or "").strip() or _unreadable(store, folder, rows)
-    return trial_from_rows(store, trial_id_of(folder, rows), folder, params, rows, error, attempts.restarts(tried))
+    return trial_from_rows(store, trial_id_of(folder, rows), folder, _settings(store, folder, rows), rows, error, attempts.restarts(tried))
+
+
+def _settings(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The trial's settings: Tune's ``params.json``, else (lost, emptied, not an object) the ``config`` Tune wrote into
+    each of its ``result.json`` rows; {} when neither is there (the report then shows '-')."""
+    params = _json_file(store, f"{folder}/params.json", None)
+    if isinstance(params, dict) and params:
+        return params
+    config = next((r["config"] for r in reversed(rows) if isinstance(r.get("config"), dict) and r["config"]), None)
+    if config is not None:
+        return config
+    if params is None or params == {}:
+        return {}
+    raise ConfigError(f"{store.shown(folder + '/params.json')}: not the trial's settings (a JSON {type(params).__name__}, not an object), "
+                      "and its result.json holds none: the record is damaged; restore it (or move the trial's folder away to report without it)")
 
 
 def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[str, Any], rows: list[dict[str, Any]],
@@ -174,14 +194,27 @@ def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[
 
 
 def load_sweep(store: SweepStore) -> SweepData:
-    """Every trial folder (one holding result.json), the leaderboard if written, the swept keys."""
-    folders = [d for d in store.subdirs() if d != "trajectories" and store.exists(f"{d}/result.json")]
+    """Every trial folder (one holding Tune's result.json or params.json: a lost result.json leaves the trial's own step
+    records), the leaderboard if written, the swept keys."""
+    folders = [d for d in store.subdirs() if d != "trajectories" and (store.exists(f"{d}/result.json") or store.exists(f"{d}/params.json"))]
     if not folders:
         raise FileNotFoundError(f"{store.uri}: no trial folders with result.json: is this a sweep's {{storage}}/{{name}} directory?")
     trials = [load_trial(store, d) for d in folders]
+    refuse_shared_ids(store, trials)
     board = _json_file(store, "leaderboard.json", None)
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
     return sweep_of(store, trials, board, keys)
+
+
+def refuse_shared_ids(store: SweepStore, trials: list[TrialData]) -> None:
+    """Two trial folders whose records name one trial (a ``result.json`` copied over another's): the report would show one
+    trial's settings beside the other's results, and one of them not at all."""
+    seen: dict[str, str] = {}
+    for t in trials:
+        if t.trial_id in seen:
+            raise ConfigError(f"{store.shown(seen[t.trial_id])} and {store.shown(t.folder)} both hold the records of trial {t.trial_id} "
+                              "(a result.json copied from one trial's folder to another's?): restore the copied file, or move one folder away")
+        seen[t.trial_id] = t.folder
 
 
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:

@@ -48,21 +48,23 @@ def _gain(j) -> str:
 
 def _leaderboard(rep: Report) -> Section:
     total_steps = sum(t.steps for t in rep.trials)
-    total_s = sum(t.wall_s for t in rep.trials)
+    total_s = sum(t.wall_s or 0.0 for t in rep.trials)
+    unknown = sum(t.wall_s is None for t in rep.trials)
+    untimed = f" ({unknown} trial(s) without it: Tune's record of their last step is lost)" if unknown else ""
     base = f" (the shared base: {rep.base:.3f})" if rep.base is not None else ""
     what = "held-out pass@1" if rep.use_eval else f"`{rep.metric}` (training reward (eval was off): step 1's rollouts are the base's; no interval)"
     s = Section("leaderboard", "Leaderboard", [
         f"Ranked by the gain of {what} over the base{base}: the mean of each trial's last evals minus the base's (base → last shows both), with a 90% "
         "bootstrap interval over eval tasks; (tie) marks trials within noise of the best gain (#1 is the middle of the learners among them by update size), and a trial that fell below the base comes after "
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
-        f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time.",
+        f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time{untimed}.",
     ])
     s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "restarts", "stopped", "wall s"]
     for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):
         stop = f"{t.stop}: {t.error}" if t.error else t.stop
         course = f"{_f(j.evidence.base.pass_at_1 if j.evidence.base else None)} → {_f(j.last)}"
         s.rows.append([str(i), t.trial_id, *[_f(t.config.get(k)) for k in rep.swept_keys], course, _gain(j), j.verdict.label,
-                       str(t.steps), str(t.restarts), stop, f"{t.wall_s:.0f}"])
+                       str(t.steps), str(t.restarts), stop, "-" if t.wall_s is None else f"{t.wall_s:.0f}"])
     return s
 
 

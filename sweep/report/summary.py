@@ -54,7 +54,7 @@ class TrialSummary:
     last: float | None
     steps: int
     stop: str  # finished | ASHA | median stopping | PBT | stopped early (scheduler) | zero signal | error
-    wall_s: float
+    wall_s: float | None  # None: Tune's record of the last step lost
     error: str = ""
     restarts: int = 0  # times the trial started again after its process died
 

@@ -168,6 +168,41 @@ def test_a_trial_whose_steps_are_all_unreadable_is_an_error_not_a_silent_blank(t
     assert not [t for t in build_report(str(root), tmp_path / "r3").trials if t.error]
 
 
+def test_a_trials_lost_or_copied_records_are_read_from_what_is_left_or_named(tmp_path, capsys):
+    """params.json lost, emptied or not an object: #1 was shown as `lr=None` and '-' though each result.json row holds its
+    config; a result.json lost: the trial vanished (7 of 8 shown, silently); Tune's last row lost: wall time 0; a
+    result.json copied over another trial's: one trial's LR beside the other's gain. Now read from what is left, or named."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    folder = {p.name.split("_")[2]: p for p in root.glob("run_trial_*")}
+    (folder["aaaa0001"] / "params.json").unlink()
+    (folder["bbbb0002"] / "params.json").write_text("[]")
+    (folder["dddd0004"] / "params.json").write_text("")
+    rows = (folder["cccc0003"] / "result.json").read_text().splitlines()
+    last = {k: v for k, v in json.loads(rows[-1]).items() if k != "time_total_s"}
+    (folder["cccc0003"] / "result.json").write_text("\n".join([*rows[:-1], json.dumps(last)]) + "\n")
+    report = build_report(str(root), tmp_path / "r")
+    shown = {t.trial_id: t for t in report.trials}
+    assert {t: s.config["optim.lr"] for t, s in shown.items()} == {"aaaa0001": 1e-3, "bbbb0002": 1e-6, "cccc0003": 3e-2, "dddd0004": 1e-4}
+    assert shown["cccc0003"].wall_s is None and shown["aaaa0001"].wall_s == pytest.approx(30.0)
+    assert main(["report", str(root), "--out", str(tmp_path / "r2")]) == 0
+    out = capsys.readouterr().out
+    assert "trial wall time (1 trial(s) without it: Tune's record of their last step is lost)." in out
+    assert "| 1 | aaaa0001 | 1.00e-03 |" in out and "| ASHA | - |" in out
+    (folder["bbbb0002"] / "params.json").write_text(json.dumps({"optim.lr": 1e-6, "algorithm.kl_coef": 0.0}))
+    (folder["bbbb0002"] / "result.json").unlink()  # the trial stays, known by its folder, without steps
+    assert "bbbb0002" in {t.trial_id for t in build_report(str(root), tmp_path / "r3").trials}
+    (folder["bbbb0002"] / "result.json").write_text((folder["aaaa0001"] / "result.json").read_text())
+    assert main(["report", str(root), "--out", str(tmp_path / "r4")]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder['aaaa0001']} and {folder['bbbb0002']} both hold the records of trial aaaa0001" in err, err
+    (folder["bbbb0002"] / "result.json").unlink()
+    (folder["aaaa0001"] / "result.json").write_text(json.dumps({"training_iteration": 1, "trial_id": "aaaa0001"}) + "\n")
+    assert main(["report", str(root), "--out", str(tmp_path / "r5")]) == 0  # no settings anywhere: shown as '-'
+    (folder["aaaa0001"] / "params.json").write_text('"x"')
+    assert main(["report", str(root), "--out", str(tmp_path / "r6")]) == 2
+    assert "params.json: not the trial's settings (a JSON str, not an object), and its result.json holds none" in capsys.readouterr().err
+
+
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
     client = s3_bucket.server.client()
     for path in sweep_dir.rglob("*"):

@@ -214,3 +214,28 @@ def test_resume_refuses_a_sweep_without_a_readable_snapshot(tmp_path):
         check_snapshot(store, "demo")
     assert "experiment_state-2026-12-02_10-00-09.json: Tune's newest snapshot of the sweep is damaged (JSONDecodeError)" in str(err.value)
     assert "(experiment_state-2026-12-02_10-00-00.json)" in str(err.value)
+
+
+def test_a_sweep_whose_tune_state_is_lost_is_never_taken_for_a_failed_start(tmp_path, monkeypatch, capsys):
+    """A finished sweep whose tuner.pkl was lost read as "a start that failed before its first trial": `sweep run` deleted
+    its trials, leaderboard and report without `--fresh`, and `resume` pointed there. Now both refuse, naming `report`;
+    a lost snapshot beside trials is not "stopped before the first trial" (whose way on, `--fresh`, deletes them)."""
+    from sweep.resume import check_snapshot, failed_start, forget_failed_start, load_config
+    from tests.sweep.test_bad_inputs import BASE, run_main, write_files
+
+    monkeypatch.chdir(tmp_path)
+    trial = "results/t/run_trial_aaaa0001_1_lr=0.001"
+    write_files(tmp_path, {"space.yaml": BASE, "results/t/sweep_config.json": "{}", f"{trial}/params.json": '{"lr": 0.001}',
+                           f"{trial}/result.json": '{"training_iteration": 1}\n', "results/t/leaderboard.json": "[]"})
+    store = open_storage(str(tmp_path / "results"))
+    assert not failed_start(store, "t")
+    forget_failed_start(store, "t")
+    assert (tmp_path / trial / "result.json").exists()
+    code, out, err = run_main(["run", "space.yaml"], capsys)
+    assert code == 2 and "holds a sweep's 1 trial folder(s) but not Tune's state (tuner.pkl, lost or removed)" in err, (code, err)
+    assert "python -m sweep report " in err and "--fresh` (deletes it)" in err and (tmp_path / trial / "result.json").exists()
+    with pytest.raises(ConfigError, match=r"but not Tune's state .* `python -m sweep report .*/results/t` reads it as it is$"):
+        load_config(store, "t")
+    store.write_text("state", "t", "tuner.pkl")
+    with pytest.raises(ConfigError, match=r"Tune's snapshot of this sweep \(an experiment_state-\*\.json\) is missing beside its 1 trial"):
+        check_snapshot(store, "t")
