@@ -33,6 +33,7 @@ class TrialData:
     trainer_config: dict[str, Any] | None = None
     error: str = ""
     restarts: int = 0  # times the trial started again after its process died (sweep.trials.attempts)
+    mended: str = ""  # what was read from elsewhere because a record was lost or cut (``_with_row_evals``)
 
     @property
     def steps(self) -> int:
@@ -181,16 +182,55 @@ def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[
     """A trial from its step rows (read back from storage, or as Tune handed them to the driver, for the live
     page) and what the trial itself wrote to storage: its eval points and trainer config."""
     traj = f"trajectories/{trial_id}"
+    trainer_config = _json_file(store, f"{traj}/trainer_config.json", None)
+    evals, mended = _with_row_evals(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl")), rows, trainer_config)
     return TrialData(
         trial_id=trial_id,
         folder=folder,
         config=config,
         rows=rows,
-        evals=_with_task_results(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))),
-        trainer_config=_json_file(store, f"{traj}/trainer_config.json", None),
+        evals=_with_task_results(store, traj, evals),
+        trainer_config=trainer_config,
         error=error,
         restarts=restarts,
+        mended=mended,
     )
+
+
+def _with_row_evals(store: SweepStore, traj: str, lines: list[dict[str, Any]], rows: list[dict[str, Any]],
+                    trainer_config: Any) -> tuple[list[dict[str, Any]], str]:
+    """The trial's eval lines, with those its ``aggregated_results.jsonl`` lacks (lost, emptied, its last line cut) read from
+    its step rows, which carry each eval's metrics (``eval/global_step`` names the eval): per-task results come from the
+    eval's dumps (``_with_task_results``), and step 0 from the sweep's shared base eval when the trial's config names it.
+    Else a lost record changed the verdict silently (#1 fell to ``no eval``). Returns the lines and what was read so."""
+    have = {int(line["global_step"]) for line in lines if isinstance(line.get("global_step"), (int, float))}
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        step = row.get("eval/global_step")
+        if isinstance(step, (int, float)) and math.isfinite(step) and EVAL_METRIC in row and int(step) not in have:
+            found.setdefault(int(step), {**{k: v for k, v in row.items() if k.startswith("eval/")}, "global_step": int(step)})
+    if not found:
+        return lines, ""
+    if 0 in found:
+        found[0] = _shared_base_line(store, trainer_config) or found[0]
+    where = store.shown(f"{traj}/aggregated_results.jsonl")
+    steps = ", ".join(str(s) for s in sorted(found))
+    return sorted([*lines, *found.values()], key=lambda line: int(line["global_step"])), f"{where} lacks the evals at step(s) {steps}: read from the trial's result.json"
+
+
+def _shared_base_line(store: SweepStore, trainer_config: Any) -> dict[str, Any] | None:
+    """The sweep's shared base eval the trial's curve started from (``sweep.trials.base_evals``), named by its trainer config."""
+    from grpo.config import TrainerConfig
+    from sweep.spec.bases import eval_key
+
+    if not isinstance(trainer_config, dict):
+        return None
+    try:
+        key = eval_key(TrainerConfig.model_validate(trainer_config))
+    except ValueError:  # a config this version cannot read: the trial's own step-0 metrics
+        return None
+    lines = _json_lines(store.read_text(f"base_evals/{key}/aggregated_results.jsonl"))
+    return {**lines[0], "global_step": 0, "shared": True, "base_eval": key} if lines else None
 
 
 def load_sweep(store: SweepStore) -> SweepData:

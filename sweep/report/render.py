@@ -58,6 +58,7 @@ def _leaderboard(rep: Report) -> Section:
         "bootstrap interval over eval tasks; (tie) marks trials within noise of the best gain (#1 is the middle of the learners among them by update size), and a trial that fell below the base comes after "
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time{untimed}.",
+        *[f"Trial {t.trial_id}: {t.mended}." for t in rep.trials if t.mended],
     ])
     s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "restarts", "stopped", "wall s"]
     for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):

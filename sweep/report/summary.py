@@ -57,6 +57,7 @@ class TrialSummary:
     wall_s: float | None  # None: Tune's record of the last step lost
     error: str = ""
     restarts: int = 0  # times the trial started again after its process died
+    mended: str = ""  # a lost or cut record read from elsewhere (``sweep.report.load``)
 
 
 def _total_steps(sweep: SweepData) -> int:
@@ -95,6 +96,7 @@ def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str,
         wall_s=trial.wall_s,
         error=trial.error.splitlines()[-1] if trial.error else "",
         restarts=trial.restarts,
+        mended=trial.mended,
     )
 
 

@@ -203,6 +203,23 @@ def test_a_trials_lost_or_copied_records_are_read_from_what_is_left_or_named(tmp
     assert "params.json: not the trial's settings (a JSON str, not an object), and its result.json holds none" in capsys.readouterr().err
 
 
+def test_evals_a_trials_eval_record_lacks_are_read_from_its_step_rows(tmp_path, report):
+    """The winner's aggregated_results.jsonl with its last line cut (a kill mid-write) or lost: the verdict changed
+    silently (a lower gain; with the file lost, #1 fell to `no eval`). Each eval's metrics are in the step rows too."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    record = root / "trajectories" / "aaaa0001" / "aggregated_results.jsonl"
+    lines = record.read_text().splitlines()
+    record.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    mended = build_report(str(root), tmp_path / "r")
+    assert [(j.trial_id, j.score.gain, j.verdict.label) for j in mended.judged] == [(j.trial_id, j.score.gain, j.verdict.label) for j in report.judged]
+    assert mended.trials[0].mended == f"{record} lacks the evals at step(s) 3: read from the trial's result.json"
+    assert not any(t.mended for t in report.trials)  # whole records: nothing read from elsewhere
+    assert main(["report", str(root), "--out", str(tmp_path / "written")]) == 0
+    assert f"Trial aaaa0001: {record} lacks the evals at step(s) 3" in (tmp_path / "written" / "summary.md").read_text()
+    record.write_text(lines[0] + "\n")  # only the base's line left: every trained eval from the rows
+    assert [j.score.gain for j in build_report(str(root), tmp_path / "r2").judged] == [j.score.gain for j in report.judged]
+
+
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
     client = s3_bucket.server.client()
     for path in sweep_dir.rglob("*"):
