@@ -183,9 +183,10 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
                 cut_short: bool = False) -> int:
     """``cut_short``: continue the confirming sweep a driver left unfinished (``sweep resume``: its state there, no
     ``confirm.json``), when it confirms the same settings over the same seeds and steps; else start it (over, ``fresh``)."""
-    from sweep.resume import STATE_FILE, experiment_uri, load_config
+    from sweep.resume import STATE_FILE, experiment_uri, json_record, load_config
     from sweep.run import resume_sweep, run_sweep, write_report
     from sweep.store.driver import driving
+    from sweep.store.records import LEADERBOARD, leaderboard_problem
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -196,7 +197,9 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     with driving(store, name, "sweep confirm"):
         if not store.exists(name, "leaderboard.json"):
             raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
-        rows = json.loads(store.read_text(name, "leaderboard.json"))
+        rows = json_record(store, name, LEADERBOARD, lambda why: (
+            f"{store.display(name, LEADERBOARD)}: the sweep's ranking is damaged ({why}); `python -m sweep resume "
+            f"{experiment_uri(store.uri, name)}` ranks the finished sweep again and writes it anew"), leaderboard_problem)
         original = top_settings(rows, top)
         if not original:
             raise ConfigError(f"{store.display(name)}: no trial reached a trained held-out eval, so there is nothing to confirm")

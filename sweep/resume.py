@@ -143,23 +143,26 @@ def check_snapshot(store: Storage, name: str) -> None:
         raise ConfigError(f"{where}: Tune saved no snapshot of this sweep (no {SNAPSHOT_PREFIX}*.json): its driver stopped before "
                           "the first trial began, so there is nothing to continue; start it over with `python -m sweep run SPACE --fresh`")
     before = f" ({snapshots[-2]})" if len(snapshots) > 1 else " (there is none: start over with `python -m sweep run SPACE --fresh`)"
-    _json_record(store, name, snapshots[-1], lambda why: (
+    json_record(store, name, snapshots[-1], lambda why: (
         f"{where}/{snapshots[-1]}: Tune's newest snapshot of the sweep is damaged ({why}), and Tune would start the sweep over "
         f"beside its trials; move that file away to resume from the one before it{before}"))
 
 
-def _json_record(store: Storage, name: str, file: str, damaged: Callable[[str], str]) -> Any:
-    """The sweep's JSON record ``file``; unreadable storage or a damaged file (``damaged`` of why: the message) is a
-    ConfigError, never a traceback."""
+def json_record(store: Storage, name: str, file: str, damaged: Callable[[str], str], problem: Callable[[Any], str | None] | None = None) -> Any:
+    """The sweep's JSON record ``file``; unreadable storage or a damaged file (not JSON, or of another shape than
+    ``problem`` reads: ``sweep.store.records``; ``damaged`` of why: the message) is a ConfigError, never a traceback."""
     import json
 
     try:
-        return json.loads(store.read_text(name, file))
+        data = json.loads(store.read_text(name, file))
     except OSError as exc:  # the storage, not the file: the sweep is kept
         raise ConfigError(f"{store.display(name)}/{file}: could not be read ({exc.strerror or type(exc).__name__}); check access to "
                           "the storage and try again") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ConfigError(damaged(type(exc).__name__)) from None
+    if problem is not None and (why := problem(data)):
+        raise ConfigError(damaged(why))
+    return data
 
 
 def save_config(store: Storage, cfg: SweepConfig) -> None:
@@ -176,7 +179,7 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
-    data = _json_record(store, name, CONFIG_FILE, lambda why: _damaged(where, f"unreadable ({why})"))
+    data = json_record(store, name, CONFIG_FILE, lambda why: _damaged(where, f"unreadable ({why})"))
     if not isinstance(data, dict):
         raise ConfigError(_damaged(where, f"not a JSON object ({type(data).__name__})"))
     # every check a new sweep passes, on what was saved: a sweep whose config no longer passes is not resumed

@@ -41,7 +41,10 @@ def param_importance(db: Path | None, study_name: str, min_complete: int = MIN_C
     import optuna
     from optuna.trial import TrialState
 
-    study = _study(db, study_name)
+    try:
+        study = _study(db, study_name)
+    except Exception as exc:  # not an SQLite database, or not Optuna's (SQLAlchemy's errors): the rest of the report stands
+        return Importance(reason=f"{db.name} could not be read as an Optuna study ({type(exc).__name__})")
     if study is None:
         return Importance(reason=f"{db.name} holds no study")
     trials = study.get_trials(deepcopy=False)

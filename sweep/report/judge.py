@@ -20,6 +20,7 @@ from typing import Any
 from configkit.base import get_dotted
 from sweep.report.load import TRAIN_METRIC, SweepData, TrialData, uses_eval
 from sweep.spec.bases import BASE_KEYS
+from sweep.store.results import step_of
 from sweep.verdict.labels import TrialEvidence, Verdict, update_scale, verdict
 from sweep.verdict.pick import middle_learner
 from sweep.verdict.score import EvalPoint, Score, common_budget, rank, score_trials, winner
@@ -56,7 +57,7 @@ def training_points(trial: TrialData) -> tuple[EvalPoint | None, list[EvalPoint]
     """Without held-out eval: training pass@1, step 1's rollouts (sampled by the untouched base) as the
     base's point and later steps as trained ones; no per-task results, so no interval."""
     spent = trial.episodes_by_step()
-    series = {int(r.get("training_iteration", r.get("step", 0))): float(r[TRAIN_METRIC]) for r in trial.rows if TRAIN_METRIC in r}
+    series = {step_of(r) or 0: float(r[TRAIN_METRIC]) for r in trial.rows if TRAIN_METRIC in r}
     if 1 not in series:
         return None, [], f"own:{trial.trial_id}"
     trained = [EvalPoint(step, value, None, spent.get(step)) for step, value in sorted(series.items()) if step >= 2]
@@ -71,11 +72,11 @@ def eval_points(trial: TrialData, training: bool = False) -> tuple[EvalPoint | N
     spent = trial.episodes_by_step()
     points, base, key = [], None, f"own:{trial.trial_id}"
     for line in trial.evals:
-        if "eval/avg_pass_at_1" not in line or "global_step" not in line:
+        step, value = step_of({"step": line.get("global_step")}), line.get("eval/avg_pass_at_1")
+        if step is None or isinstance(value, bool) or not isinstance(value, (int, float)):  # no eval line, or a damaged one
             continue
-        step = int(line["global_step"])
-        tasks = {k: (int(v[0]), int(v[1])) for k, v in (line.get("tasks") or {}).items()} or None
-        point = EvalPoint(step, float(line["eval/avg_pass_at_1"]), tasks, spent.get(step))
+        tasks = {k: (int(v[0]), int(v[1])) for k, v in (line.get("tasks") or {}).items()} or None  # read whole by sweep.report.load
+        point = EvalPoint(step, float(value), tasks, spent.get(step))
         if step == 0:
             base = point
             key = str(line.get("base_eval") or key)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from configkit.base import ConfigError
 from sweep.report.store import SweepStore
-from sweep.store.results import trial_id_of
+from sweep.store.records import CONFIRMATION, LEADERBOARD, confirmation_problem, kind, leaderboard_problem, saved_config_problem
+from sweep.store.results import step_of, trial_id_of
 from sweep.trials import attempts
 from toolenvs.outcomes import passed
 
@@ -37,7 +39,7 @@ class TrialData:
 
     @property
     def steps(self) -> int:
-        return max((int(r.get("training_iteration", r.get("step", 0))) for r in self.rows), default=0)
+        return max((step_of(r) or 0 for r in self.rows), default=0)
 
     @property
     def wall_s(self) -> float | None:
@@ -52,9 +54,9 @@ class TrialData:
         """The rollout episodes the trial had spent by the end of each step (0 at step 0): where the verdict cuts a
         trial's evals at the sweep's common budget (``sweep.verdict.score.common_budget``)."""
         spent, total = {0: 0.0}, 0.0
-        for r in sorted(self.rows, key=lambda r: int(r.get("training_iteration", r.get("step", 0)))):
+        for r in sorted(self.rows, key=lambda r: step_of(r) or 0):
             total += float(r.get("rollout/episodes", 0.0))
-            spent[int(r.get("training_iteration", r.get("step", 0)))] = total
+            spent[step_of(r) or 0] = total
         return spent
 
 
@@ -76,22 +78,35 @@ def _json_lines(text: str | None) -> list[dict[str, Any]]:
         line = line.strip()
         if line:
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash mid-write
+            if isinstance(record, dict):  # JSON but no record (a number, a list): damage, as a cut line
+                out.append(record)
     return out
 
 
-def _json_file(store: SweepStore, name: str, missing: Any) -> Any:
-    """One of the sweep's JSON records (``missing`` when it is absent or empty); a damaged one is a ConfigError naming it."""
+def _json_file(store: SweepStore, name: str, missing: Any, problem: Callable[[Any], str | None] | None = None) -> Any:
+    """One of the sweep's JSON records (``missing`` when it is absent or empty); a damaged one (not JSON, or of another
+    shape than ``problem`` reads: ``sweep.store.records``) is a ConfigError naming it."""
     text = store.read_text(name)
     if not text:
         return missing
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{store.shown(name)}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
-                          "the sweep's record is damaged; restore it (or move it away to report without it)") from None
+        raise ConfigError(_damaged(store, name, f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})")) from None
+    if problem is not None and (why := problem(data)):
+        raise ConfigError(_damaged(store, name, why))
+    return data
+
+
+def _damaged(store: SweepStore, name: str, why: str) -> str:
+    return f"{store.shown(name)}: {why}: the sweep's record is damaged; restore it (or move it away to report without it)"
+
+
+def _object(data: Any) -> str | None:
+    return None if isinstance(data, dict) else f"{kind(data)}, not an object"
 
 
 def _dump_results(store: SweepStore, traj: str, step: int) -> tuple[dict[str, list[int]], dict[str, str]]:
@@ -129,9 +144,16 @@ def _history(store: SweepStore, folder: str, tried: list[attempts.Attempt]) -> l
     from sweep.store.results import trial_history
 
     try:
-        return attempts.current_rows(trial_history(store.path(folder), store.fs), tried)
+        rows = attempts.current_rows(trial_history(store.path(folder), store.fs), tried)
     except (OSError, ValueError):
-        return _json_lines(store.read_text(f"{folder}/result.json"))
+        rows = _json_lines(store.read_text(f"{folder}/result.json"))
+    return [_measured(r) for r in rows if step_of(r) is not None]
+
+
+def _measured(row: dict[str, Any]) -> dict[str, Any]:
+    """A step row whose metrics (``group/name`` keys) are numbers: one that is not (text, a list, null in a damaged or
+    hand-edited file) is left out, as a metric not reported, rather than failing every reader of the row."""
+    return {k: v for k, v in row.items() if "/" not in k or (isinstance(v, (int, float)) and not isinstance(v, bool))}
 
 
 def _attempts(store: SweepStore, folder: str) -> list[attempts.Attempt]:
@@ -182,19 +204,32 @@ def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[
     """A trial from its step rows (read back from storage, or as Tune handed them to the driver, for the live
     page) and what the trial itself wrote to storage: its eval points and trainer config."""
     traj = f"trajectories/{trial_id}"
-    trainer_config = _json_file(store, f"{traj}/trainer_config.json", None)
-    evals, mended = _with_row_evals(store, traj, _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl")), rows, trainer_config)
+    trainer_config = _json_file(store, f"{traj}/trainer_config.json", None, _object)
+    lines = [_measured(line) for line in _json_lines(store.read_text(f"{traj}/aggregated_results.jsonl"))
+             if step_of({"step": line.get("global_step")}) is not None]  # a line with no step is no eval
+    evals, mended = _with_row_evals(store, traj, lines, rows, trainer_config)
     return TrialData(
         trial_id=trial_id,
         folder=folder,
         config=config,
         rows=rows,
-        evals=_with_task_results(store, traj, evals),
+        evals=[_readable_tasks(line) for line in _with_task_results(store, traj, evals)],
         trainer_config=trainer_config,
         error=error,
         restarts=restarts,
         mended=mended,
     )
+
+
+def _readable_tasks(line: dict[str, Any]) -> dict[str, Any]:
+    """An eval line whose per-task results (``tasks``: ``{task: [passes, episodes]}``, ``task_envs``: ``{task: env}``) read
+    as such, or without them (a damaged line's point stands, without an interval)."""
+    tasks, envs = line.get("tasks"), line.get("task_envs")
+    whole = isinstance(tasks, dict) and all(isinstance(v, list) and len(v) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in v)
+                                             for v in tasks.values())
+    if "tasks" in line and not whole or "task_envs" in line and not isinstance(envs, dict):
+        return {k: v for k, v in line.items() if k not in ("tasks", "task_envs")}
+    return line
 
 
 def _with_row_evals(store: SweepStore, traj: str, lines: list[dict[str, Any]], rows: list[dict[str, Any]],
@@ -241,7 +276,7 @@ def load_sweep(store: SweepStore) -> SweepData:
         raise FileNotFoundError(f"{store.uri}: no trial folders with result.json: is this a sweep's {{storage}}/{{name}} directory?")
     trials = [load_trial(store, d) for d in folders]
     refuse_shared_ids(store, trials)
-    board = _json_file(store, "leaderboard.json", None)
+    board = _json_file(store, LEADERBOARD, None, leaderboard_problem)
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
     return sweep_of(store, trials, board, keys)
 
@@ -259,8 +294,8 @@ def refuse_shared_ids(store: SweepStore, trials: list[TrialData]) -> None:
 
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
     """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
-    saved = _json_file(store, "sweep_config.json", {})
-    confirmation = _json_file(store, "confirm.json", None)
+    saved = _json_file(store, "sweep_config.json", {}, saved_config_problem)
+    confirmation = _json_file(store, CONFIRMATION, None, confirmation_problem)
     return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation)
 
 

@@ -13,6 +13,7 @@ files lost when the driver died, and win over them.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,21 @@ def _rows(fs: pafs.FileSystem, path: str) -> list[dict[str, Any]]:
     rows = []
     for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:  # blank, or the last line cut short when the driver was killed mid-write
             continue
+        if isinstance(row, dict):  # a line that is JSON but no row (a number, a list) is damage, read as unreadable
+            rows.append(row)
     return rows
+
+
+def step_of(row: dict[str, Any]) -> int | None:
+    """A row's step (``training_iteration``, else ``step``): a whole number, or None for a row that names none (or names
+    it as something else: a damaged row)."""
+    step = row.get(STEP_KEY, row.get("step"))
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step != int(step):
+        return None
+    return int(step)
 
 
 def raw_history(trial_dir: str | Path, filesystem: pafs.FileSystem | None = None) -> list[dict[str, Any]]:
@@ -63,9 +75,9 @@ def dedupe_by_step(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per step (``training_iteration``, else ``step``), the last written wins, in step order."""
     by_step: dict[int, dict[str, Any]] = {}
     for row in rows:
-        step = row.get(STEP_KEY, row.get("step"))
+        step = step_of(row)
         if step is not None:
-            by_step[int(step)] = row
+            by_step[step] = row
     return [by_step[s] for s in sorted(by_step)]
 
 
@@ -82,7 +94,8 @@ def recorded_steps(trial_dir: str | Path, filesystem: pafs.FileSystem | None = N
                 row = json.loads(text)
             except json.JSONDecodeError:  # cut by a stop mid-write before records were written whole: Tune's row stands
                 continue
-            found[int(row["step"])] = row
+            if isinstance(row, dict) and (step := step_of(row)) is not None:
+                found[step] = row
     return found
 
 
@@ -92,7 +105,7 @@ def trial_history(trial_dir: str | Path, filesystem: pafs.FileSystem | None = No
     Tune's rows (with its own fields: time_total_s, trial_id, ...) overlaid with the trial's own step
     records, which hold every step even when the driver died before Tune's rows reached storage.
     """
-    rows = {int(r.get(STEP_KEY, r.get("step"))): r for r in dedupe_by_step(raw_history(trial_dir, filesystem))}
+    rows = {step_of(r): r for r in dedupe_by_step(raw_history(trial_dir, filesystem))}
     for step, row in recorded_steps(trial_dir, filesystem).items():
         rows[step] = {**rows.get(step, {}), **row}
     return [rows[s] for s in sorted(rows)]

@@ -220,6 +220,57 @@ def test_evals_a_trials_eval_record_lacks_are_read_from_its_step_rows(tmp_path, 
     assert [j.score.gain for j in build_report(str(root), tmp_path / "r2").judged] == [j.score.gain for j in report.judged]
 
 
+@pytest.mark.parametrize("record, text, named", [
+    ("leaderboard.json", "{}", "an object, not the list of ranked trials"),
+    ("leaderboard.json", '[{"trial": "aaaa0001"}]', "row 1 (trial aaaa0001): 'config' is null, not the trial's settings"),
+    ("leaderboard.json", '[{"trial": "aaaa0001", "config": {}, "gain": "high"}]', "row 1 (trial aaaa0001): 'gain' is text, not a number"),
+    ("sweep_config.json", "[]", "a list, not the sweep's config"),
+    ("sweep_config.json", '{"scheduler": "asha"}', "'scheduler' is text, not a section"),
+    ("sweep_config.json", '{"trainer": {"eval": {"score_window": "two"}}}', "'trainer.eval.score_window' = 'two', not a whole number"),
+    ("confirm.json", '{"holds": true}', "no list of confirmed 'settings' and 'seeds'"),
+    ("confirm.json", '{"settings": [{"setting": {}}], "seeds": [1]}', "setting 1 is no confirmed setting"),
+    ("trajectories/aaaa0001/trainer_config.json", '"x"', "text, not an object"),
+])
+def test_a_record_of_another_shape_is_named_before_anything_is_written(record, text, named, tmp_path, capsys):
+    """A record overwritten or hand-edited into another shape was a traceback where a reader met it (confirm.json's after
+    the new plots were written beside the old summary): now named, exit 2, nothing written."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    (root / record).write_text(text)
+    assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{root / record}: {named}" in err and "the sweep's record is damaged" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_damaged_rows_and_eval_lines_are_left_out_and_the_rest_reported(tmp_path, report, capsys):
+    """A step row that is no object, a step or metric that is text, per-task results of another shape, an unreadable
+    Optuna study: each was a traceback. The damaged part is left out (a metric not reported, a point without its
+    interval, importance with the reason), the rest reported as before."""
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    folder = next(root.glob("run_trial_bbbb0002_*"))
+    with open(folder / "result.json", "a") as f:
+        f.write('5\n{"training_iteration": "twelve", "trial_id": "bbbb0002"}\n')
+    rows = (folder / "result.json").read_text().splitlines()
+    first = {**json.loads(rows[0]), "policy/entropy": "high"}
+    (folder / "result.json").write_text("\n".join([json.dumps(first), *rows[1:]]) + "\n")
+    record = root / "trajectories" / "cccc0003" / "aggregated_results.jsonl"
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    lines[1]["tasks"] = [1, 2]
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (root / "optuna.db").write_text("garbage")
+    damaged = build_report(str(root), tmp_path / "r")
+    assert [(j.trial_id, j.score.gain, j.verdict.label) for j in damaged.judged] == [(j.trial_id, j.score.gain, j.verdict.label) for j in report.judged]
+    assert damaged.importance.reason == "optuna.db could not be read as an Optuna study (DatabaseError)"
+    assert main(["report", str(root), "--out", str(tmp_path / "r2")]) == 0 and "Traceback" not in capsys.readouterr().err
+
+
+def test_a_report_folder_that_cannot_be_written_is_named_before_the_work(tmp_path, capsys):
+    root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
+    (root / "report").write_text("a file where the report goes")
+    assert main(["report", str(root)]) == 2
+    assert f"the report folder (--out names another) {root / 'report'}: a file, not a directory" in capsys.readouterr().err
+
+
 def test_report_from_a_sweep_in_s3(sweep_dir, report, s3_bucket, tmp_path):  # noqa: F811
     client = s3_bucket.server.client()
     for path in sweep_dir.rglob("*"):

@@ -239,3 +239,23 @@ def test_a_sweep_whose_tune_state_is_lost_is_never_taken_for_a_failed_start(tmp_
     store.write_text("state", "t", "tuner.pkl")
     with pytest.raises(ConfigError, match=r"Tune's snapshot of this sweep \(an experiment_state-\*\.json\) is missing beside its 1 trial"):
         check_snapshot(store, "t")
+
+
+def test_confirm_names_a_damaged_ranking_and_how_to_write_it_anew(tmp_path, monkeypatch, capsys):
+    """leaderboard.json emptied, or not the list of ranked rows: `confirm` failed with a JSONDecodeError or an
+    AttributeError traceback (`report` named the same file)."""
+    from sweep.resume import save_config
+    from sweep.spec.loader import load_space
+    from tests.sweep.test_bad_inputs import BASE, run_main, write_files
+
+    monkeypatch.chdir(tmp_path)
+    write_files(tmp_path, {"space.yaml": BASE})
+    store = open_storage(str(tmp_path / "results"))
+    save_config(store, load_space(tmp_path / "space.yaml"))
+    store.write_text("state", "t", "tuner.pkl")
+    for board, why in [("", "JSONDecodeError"), ("{}", "an object, not the list of ranked trials"),
+                       ('[{"trial": "a", "config": null}]', "row 1 (trial a): 'config' is null, not the trial's settings")]:
+        store.write_text(board, "t", "leaderboard.json")
+        code, out, err = run_main(["confirm", "results/t"], capsys)
+        assert code == 2 and f"leaderboard.json: the sweep's ranking is damaged ({why})" in err, (code, err)
+        assert "`python -m sweep resume " in err and "Traceback" not in out + err
