@@ -178,6 +178,9 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
             raise ConfigError(_stateless(store, name))
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
+        if any(store.exists(name, ours) for ours in (BASE_EVALS_DIR, "leaderboard.json", "trajectories")):  # our sweep, its config lost
+            raise ConfigError(f"{where}: its {CONFIG_FILE} (the sweep's saved config) is lost, so it cannot be continued or confirmed: "
+                              f"put the file back from a copy; `python -m sweep report {experiment_uri(store.uri, name)}` reads it as it is")
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")
     data = json_record(store, name, CONFIG_FILE, lambda why: _damaged(where, f"unreadable ({why})"))
     if not isinstance(data, dict):

@@ -66,9 +66,12 @@ def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, whic
     """The base policy's held-out eval, once per sweep and base (kept from an earlier start of this sweep);
     refused when too many of its episodes failed in the environment."""
     key = eval_key(trainer)
-    if store.exists(cfg.name, BASE_EVALS_DIR, key, BASE_EVAL_FILE):
+    if _first_line(store, cfg.name, key) is not None:
         print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key)} (made before: kept)", flush=True)
     else:
+        if store.exists(cfg.name, BASE_EVALS_DIR, key):  # cut by a kill mid-write, or emptied: every trial would read it
+            print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key, BASE_EVAL_FILE)} is empty or damaged: made anew", flush=True)
+            store.delete_dir(cfg.name, BASE_EVALS_DIR, key)
         _make_base_eval(cfg, store, trainer, which)
     refuse_biased_base_eval(store, cfg.name, trainer)
 
@@ -112,8 +115,18 @@ def refuse_biased_base_eval(store: Storage, experiment: str, trainer: TrainerCon
 def shared_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) -> dict[str, Any] | None:
     """The sweep's eval of this trial's base, if the driver made one (a trial whose base eval depends on a
     continuously swept key, or a sweep started by an older version, has none and evaluates the base itself)."""
-    parts = (experiment, BASE_EVALS_DIR, eval_key(trainer), BASE_EVAL_FILE)
-    if not experiment or not store.exists(*parts):
+    line = _first_line(store, experiment, eval_key(trainer)) if experiment else None
+    return {**line, "base_eval": eval_key(trainer)} if line is not None else None
+
+
+def _first_line(store: Storage, experiment: str, key: str) -> dict[str, Any] | None:
+    """The base eval's record (its first line), or None when there is none or it does not read as one."""
+    parts = (experiment, BASE_EVALS_DIR, key, BASE_EVAL_FILE)
+    if not store.exists(*parts):
         return None
     lines = [line for line in store.read_text(*parts).splitlines() if line.strip()]
-    return {**json.loads(lines[0]), "base_eval": eval_key(trainer)} if lines else None
+    try:
+        line = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return line if isinstance(line, dict) else None

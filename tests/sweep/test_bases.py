@@ -98,3 +98,29 @@ def test_a_base_eval_with_too_many_environment_errors_stops_the_start(tmp_path, 
     store.write_text(json.dumps({"eval/env_error_frac": share}) + "\n", cfg.name, "base_evals", key, BASE_EVAL_FILE)
     evaluate_base(raised, store, raised.trainer)  # an environment that fails this often by nature: the user says so
     assert eval_key(raised.trainer) == key  # the limit is not part of what the base eval depends on
+
+
+@pytest.mark.parametrize("record", ["", '{"global_step": 0, "eval/avg_pass', "[1, 2]\n"], ids=["empty", "cut", "no record"])
+def test_a_base_eval_record_cut_or_emptied_is_made_anew_not_kept(tmp_path, record, monkeypatch, capsys):
+    """A base eval whose file was cut by a kill mid-write: `resume` failed on it with a JSONDecodeError traceback (its
+    trials read it too), and an emptied one was "made before: kept", every trial then evaluating the base itself."""
+    import sweep.trials.base_evals
+    from sweep.store.storage import open_storage
+    from sweep.trials.base_evals import BASE_EVAL_FILE, evaluate_base, shared_base_eval
+
+    cfg = load_space(_space(tmp_path, {"optim.lr": {"grid": [1e-4]}}), {"storage": str(tmp_path / "results")})
+    store, key = open_storage(cfg.storage), eval_key(cfg.trainer)
+    store.write_text(record, cfg.name, "base_evals", key, BASE_EVAL_FILE)
+    store.write_text("stale", cfg.name, "base_evals", key, "global_step_0", "hotel.jsonl")
+    assert shared_base_eval(store, cfg.name, cfg.trainer) is None
+    made = []
+
+    def make(cfg, store, trainer, which):  # the child process's eval (tests/sweep/test_e2e.py runs it for real)
+        made.append(store.entries(cfg.name, "base_evals"))
+        store.write_text(json.dumps({"global_step": 0, "eval/avg_pass_at_1": 0.3}) + "\n", cfg.name, "base_evals", key, BASE_EVAL_FILE)
+
+    monkeypatch.setattr(sweep.trials.base_evals, "_make_base_eval", make)
+    evaluate_base(cfg, store, cfg.trainer)
+    assert made == [[]] and "is empty or damaged: made anew" in capsys.readouterr().out  # the old folder gone first, dumps and all
+    assert shared_base_eval(store, cfg.name, cfg.trainer) == {"global_step": 0, "eval/avg_pass_at_1": 0.3, "base_eval": key}
+

@@ -259,3 +259,15 @@ def test_confirm_names_a_damaged_ranking_and_how_to_write_it_anew(tmp_path, monk
         code, out, err = run_main(["confirm", "results/t"], capsys)
         assert code == 2 and f"leaderboard.json: the sweep's ranking is damaged ({why})" in err, (code, err)
         assert "`python -m sweep resume " in err and "Traceback" not in out + err
+
+
+def test_a_sweep_whose_saved_config_is_lost_is_not_called_another_tools(tmp_path):
+    from sweep.resume import load_config
+
+    store = open_storage(str(tmp_path))
+    store.write_text("state", "t", "tuner.pkl")
+    with pytest.raises(ConfigError, match=r"no sweep_config.json \(the sweep was started by another tool\)"):
+        load_config(store, "t")
+    store.write_text("[]", "t", "leaderboard.json")
+    with pytest.raises(ConfigError, match=r"its sweep_config.json \(the sweep's saved config\) is lost, .* `python -m sweep report .*/t` reads it"):
+        load_config(store, "t", "confirm")
