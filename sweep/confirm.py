@@ -23,6 +23,7 @@ import yaml
 
 from configkit.base import ConfigError, apply_overrides, get_dotted
 from sweep.spec.config import SweepConfig
+from sweep.store.records import CONFIRMATION, LEADERBOARD
 from sweep.store.storage import Storage, open_storage
 
 CONFIRM_SEED_BASE = 1000  # fresh RL seeds: apart from the seeds a sweep draws (0, 1, 2, ...)
@@ -186,7 +187,7 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     from sweep.resume import STATE_FILE, experiment_uri, json_record, load_config
     from sweep.run import resume_sweep, run_sweep, write_report
     from sweep.store.driver import driving
-    from sweep.store.records import LEADERBOARD, leaderboard_problem
+    from sweep.store.records import leaderboard_problem
     from sweep.store.storage import split_experiment
 
     storage_uri, name = split_experiment(uri)
@@ -195,8 +196,8 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
     # held while its confirming sweep runs (a `resume` of the sweep waits for it), and refused while a driver runs the
     # sweep (a resume retrying errored trials is about to rank it anew)
     with driving(store, name, "sweep confirm"):
-        if not store.exists(name, "leaderboard.json"):
-            raise ConfigError(f"{store.display(name)}: no leaderboard.json (the sweep has not finished): run or resume it first")
+        if not store.exists(name, LEADERBOARD):
+            raise ConfigError(f"{store.display(name)}: no {LEADERBOARD} (the sweep has not finished): run or resume it first")
         rows = json_record(store, name, LEADERBOARD, lambda why: (
             f"{store.display(name, LEADERBOARD)}: the sweep's ranking is damaged ({why}); `python -m sweep resume "
             f"{experiment_uri(store.uri, name)}` ranks the finished sweep again and writes it anew"), leaderboard_problem)
@@ -210,14 +211,14 @@ def run_confirm(uri: str, top: int = 3, seeds: int = 2, steps: int | None = None
             status = resume_sweep(experiment_uri(store.uri, confirm.name), watch=watch)
         else:
             status = run_sweep(confirm, fresh=fresh, base_evals_from=name, watch=watch, start_over=f"python -m sweep confirm {uri} --fresh")
-        confirmed = json.loads(store.read_text(confirm.name, "leaderboard.json"))
+        confirmed = json.loads(store.read_text(confirm.name, LEADERBOARD))
         results = summarize(original, confirmed, fresh_seeds)
         held = holds(results)
         render(results, fresh_seeds, held)
         winner = max((r for r in results if r.mean is not None), key=lambda r: r.mean, default=None)
         summary = {"holds": held, "seeds": fresh_seeds, "steps": confirm.trainer.total_steps,
                    "settings": [{**r.__dict__, "mean": r.mean} for r in results]}
-        store.write_text(json.dumps(summary, indent=2), name, "confirm.json")
+        store.write_text(json.dumps(summary, indent=2), name, CONFIRMATION)
         if winner is not None:
             print(f"winner: {export_winner(store, name, confirm, confirmed, winner)}")
         else:  # an earlier confirmation's winner is not this one's
@@ -230,8 +231,8 @@ def confirmation_is_current(store: Storage, name: str, top: int) -> bool:
     """Whether the sweep's ``confirm.json`` confirmed the top settings its leaderboard ranks now (a resume that retried
     errored trials may rank others first, and a confirmation of the old ones would stand in the report)."""
     try:
-        confirmed = json.loads(store.read_text(name, "confirm.json"))
-        rows = json.loads(store.read_text(name, "leaderboard.json"))
+        confirmed = json.loads(store.read_text(name, CONFIRMATION))
+        rows = json.loads(store.read_text(name, LEADERBOARD))
         return [s["setting"] for s in confirmed["settings"]] == [s for _, s, _ in top_settings(rows, top)]
     except (OSError, ValueError, KeyError, TypeError):  # unreadable or damaged: confirmed again
         return False
@@ -265,7 +266,7 @@ def confirm_stage(uri: str, status: int, watch=None, again: bool = True, cfg: Sw
         cfg = load_config(store, name)
     if cfg.confirm.top == 0:
         return status
-    if not again and store.exists(name, "confirm.json"):
+    if not again and store.exists(name, CONFIRMATION):
         if confirmation_is_current(store, name, cfg.confirm.top):
             return status
         print(f"confirm stage: {store.display(name, 'confirm.json')} confirmed other settings than the sweep's top "

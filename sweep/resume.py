@@ -18,6 +18,7 @@ from configkit.base import ConfigError
 from sweep.spec.config import SweepConfig
 from sweep.spec.loader import parse_sweep
 from sweep.store.driver import DRIVER_FILE
+from sweep.store.records import LEADERBOARD
 from sweep.store.storage import BASE_EVALS_DIR, PARTIAL, Storage
 from sweep.store.study import optuna_db_path
 
@@ -137,8 +138,10 @@ def check_snapshot(store: Storage, name: str) -> None:
     snapshots = sorted(e for e in store.entries(name) if e.startswith(SNAPSHOT_PREFIX) and e.endswith(".json"))
     if not snapshots and trial_folders(store, name):  # lost or removed: --fresh would delete the trials
         raise ConfigError(f"{where}: Tune's snapshot of this sweep (an {SNAPSHOT_PREFIX}*.json) is missing beside its "
-                          f"{len(trial_folders(store, name))} trial folder(s), so it cannot be continued: put the file back from a copy "
-                          f"to resume it; `python -m sweep report {experiment_uri(store.uri, name)}` reads it as it is")
+                          f"{len(trial_folders(store, name))} trial folder(s) (lost, or its driver died before Tune wrote one), so it "
+                          f"cannot be continued: put the file back from a copy to resume it; `python -m sweep report "
+                          f"{experiment_uri(store.uri, name)}` reads it as it is, and `python -m sweep run SPACE --fresh` starts "
+                          "over (deleting them)")
     if not snapshots:
         raise ConfigError(f"{where}: Tune saved no snapshot of this sweep (no {SNAPSHOT_PREFIX}*.json): its driver stopped before "
                           "the first trial began, so there is nothing to continue; start it over with `python -m sweep run SPACE --fresh`")
@@ -178,7 +181,7 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
             raise ConfigError(_stateless(store, name))
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
-        if any(store.exists(name, ours) for ours in (BASE_EVALS_DIR, "leaderboard.json", "trajectories")):  # our sweep, its config lost
+        if any(store.exists(name, ours) for ours in (BASE_EVALS_DIR, LEADERBOARD, "trajectories")):  # our sweep, its config lost
             raise ConfigError(f"{where}: its {CONFIG_FILE} (the sweep's saved config) is lost, so it cannot be continued or confirmed: "
                               f"put the file back from a copy; `python -m sweep report {experiment_uri(store.uri, name)}` reads it as it is")
         raise ConfigError(f"{where}: no {CONFIG_FILE} (the sweep was started by another tool); restore it with ray.tune.Tuner.restore")

@@ -37,7 +37,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise ConfigError("\n".join(problems))
     if args.out is not None:
         check_output_folder(args.out, "--out", REPORT_FILES, args.force)  # a folder of the user's: its files are not replaced unasked
-    else:  # the sweep's own report folder, rewritten each time: one that cannot be written is named before the work
+    elif default_out(args.sweep).parent.is_dir():  # the sweep's own report folder, rewritten each time: named before the work
         check_output_folder(default_out(args.sweep), "the report folder (--out names another)", REPORT_FILES, force=True)
     try:
         out, markdown = make_report(args.sweep, args.out, thresholds, args.min_complete)

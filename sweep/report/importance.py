@@ -44,7 +44,8 @@ def param_importance(db: Path | None, study_name: str, min_complete: int = MIN_C
     try:
         study = _study(db, study_name)
     except Exception as exc:  # not an SQLite database, or not Optuna's (SQLAlchemy's errors): the rest of the report stands
-        return Importance(reason=f"{db.name} could not be read as an Optuna study ({type(exc).__name__})")
+        said = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return Importance(reason=f"{db.name} could not be read as an Optuna study ({type(exc).__name__}{': ' + said if said else ''})")
     if study is None:
         return Importance(reason=f"{db.name} holds no study")
     trials = study.get_trials(deepcopy=False)

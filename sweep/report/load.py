@@ -44,7 +44,7 @@ class TrialData:
     @property
     def wall_s(self) -> float | None:
         """Tune's ``time_total_s`` at the trial's last step (0 before any); None when that step's row lacks it: its
-        ``result.json`` lost or cut, the step known from the trial's own record (``sweep.store.results``) alone."""
+        ``result.json`` lost, cut or not synced yet, the step known from the trial's own record (``sweep.store.results``) alone."""
         if not self.rows:
             return 0.0
         value = self.rows[-1].get("time_total_s")
@@ -185,18 +185,22 @@ def load_trial(store: SweepStore, folder: str) -> TrialData:
 
 
 def _settings(store: SweepStore, folder: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The trial's settings: Tune's ``params.json``, else (lost, emptied, not an object) the ``config`` Tune wrote into
+    """The trial's settings: Tune's ``params.json``, else (lost, emptied, cut, not an object) the ``config`` Tune wrote into
     each of its ``result.json`` rows; {} when neither is there (the report then shows '-')."""
-    params = _json_file(store, f"{folder}/params.json", None)
+    config = next((r["config"] for r in reversed(rows) if isinstance(r.get("config"), dict) and r["config"]), None)
+    try:
+        params = _json_file(store, f"{folder}/params.json", None)
+    except ConfigError:  # not JSON (cut mid-write): the rows' copy, when they hold one
+        if config is None:
+            raise
+        return config
     if isinstance(params, dict) and params:
         return params
-    config = next((r["config"] for r in reversed(rows) if isinstance(r.get("config"), dict) and r["config"]), None)
     if config is not None:
         return config
     if params is None or params == {}:
         return {}
-    raise ConfigError(f"{store.shown(folder + '/params.json')}: not the trial's settings (a JSON {type(params).__name__}, not an object), "
-                      "and its result.json holds none: the record is damaged; restore it (or move the trial's folder away to report without it)")
+    raise ConfigError(_damaged(store, f"{folder}/params.json", f"{kind(params)}, not the trial's settings, and its result.json holds none"))
 
 
 def trial_from_rows(store: SweepStore, trial_id: str, folder: str, config: dict[str, Any], rows: list[dict[str, Any]],
@@ -238,25 +242,28 @@ def _with_row_evals(store: SweepStore, traj: str, lines: list[dict[str, Any]], r
     its step rows, which carry each eval's metrics (``eval/global_step`` names the eval): per-task results come from the
     eval's dumps (``_with_task_results``), and step 0 from the sweep's shared base eval when the trial's config names it.
     Else a lost record changed the verdict silently (#1 fell to ``no eval``). Returns the lines and what was read so."""
-    have = {int(line["global_step"]) for line in lines if isinstance(line.get("global_step"), (int, float))}
+    have = {step_of({"step": line.get("global_step")}) for line in lines}
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
-        step = row.get("eval/global_step")
-        if isinstance(step, (int, float)) and math.isfinite(step) and EVAL_METRIC in row and int(step) not in have:
-            found.setdefault(int(step), {**{k: v for k, v in row.items() if k.startswith("eval/")}, "global_step": int(step)})
+        step = step_of({"step": row.get("eval/global_step")})
+        if step is not None and EVAL_METRIC in row and step not in have:
+            found.setdefault(step, {**{k: v for k, v in row.items() if k.startswith("eval/")}, "global_step": step})
     if not found:
         return lines, ""
-    if 0 in found:
-        found[0] = _shared_base_line(store, trainer_config) or found[0]
+    if 0 not in have and (base := _shared_base_line(store, trainer_config)) is not None:
+        found[0] = base  # no row carries step 0's eval when the trial evaluates every step (the step-1 eval came first)
     where = store.shown(f"{traj}/aggregated_results.jsonl")
     steps = ", ".join(str(s) for s in sorted(found))
-    return sorted([*lines, *found.values()], key=lambda line: int(line["global_step"])), f"{where} lacks the evals at step(s) {steps}: read from the trial's result.json"
+    return (sorted([*lines, *found.values()], key=lambda line: int(line["global_step"])),
+            f"the evals at step(s) {steps} are not in {where} (lost, cut, or not uploaded yet): read from the trial's step rows")
 
 
 def _shared_base_line(store: SweepStore, trainer_config: Any) -> dict[str, Any] | None:
     """The sweep's shared base eval the trial's curve started from (``sweep.trials.base_evals``), named by its trainer config."""
     from grpo.config import TrainerConfig
     from sweep.spec.bases import eval_key
+    from sweep.store.storage import BASE_EVALS_DIR
+    from sweep.trials.base_evals import BASE_EVAL_FILE, base_eval_record
 
     if not isinstance(trainer_config, dict):
         return None
@@ -264,8 +271,8 @@ def _shared_base_line(store: SweepStore, trainer_config: Any) -> dict[str, Any] 
         key = eval_key(TrainerConfig.model_validate(trainer_config))
     except ValueError:  # a config this version cannot read: the trial's own step-0 metrics
         return None
-    lines = _json_lines(store.read_text(f"base_evals/{key}/aggregated_results.jsonl"))
-    return {**lines[0], "global_step": 0, "shared": True, "base_eval": key} if lines else None
+    line = base_eval_record(store.read_text(f"{BASE_EVALS_DIR}/{key}/{BASE_EVAL_FILE}"))
+    return {**line, "global_step": 0, "shared": True, "base_eval": key} if line is not None else None
 
 
 def load_sweep(store: SweepStore) -> SweepData:

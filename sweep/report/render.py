@@ -50,7 +50,7 @@ def _leaderboard(rep: Report) -> Section:
     total_steps = sum(t.steps for t in rep.trials)
     total_s = sum(t.wall_s or 0.0 for t in rep.trials)
     unknown = sum(t.wall_s is None for t in rep.trials)
-    untimed = f" ({unknown} trial(s) without it: Tune's record of their last step is lost)" if unknown else ""
+    untimed = f" ({unknown} trial(s) without it: their last step is not in Tune's result.json: lost, cut, or not synced yet)" if unknown else ""
     base = f" (the shared base: {rep.base:.3f})" if rep.base is not None else ""
     what = "held-out pass@1" if rep.use_eval else f"`{rep.metric}` (training reward (eval was off): step 1's rollouts are the base's; no interval)"
     s = Section("leaderboard", "Leaderboard", [

@@ -72,6 +72,8 @@ def stop_reason(trial: TrialData, board: dict[str, dict[str, Any]], total_steps:
         status = str(board[trial.trial_id].get("status", "")) or "unknown"
     elif trial.error:
         status = "error"
+    elif not trial.rows:  # started, or its records lost: no scheduler's stop to name
+        return "no step reported"
     else:
         status = "finished" if trial.steps >= total_steps else "stopped early"
     if status == "stopped early":

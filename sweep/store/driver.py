@@ -318,7 +318,7 @@ def release(held: Claim) -> None:
     not ours to remove). Never raises: the sweep's results stand, and a marker left behind names a process that is gone
     and stops beating. Safe to call twice."""
     held.stop.set()
-    if held.thread is not None:
+    if held.thread is not None and held.thread.ident is not None:  # started (a claim stopped as it started its beat: not)
         held.thread.join(timeout=300)  # a write stuck on storage: S3's requests time out well before
     try:
         if held.driver.same_claim(read_marker(held.store, held.name)):

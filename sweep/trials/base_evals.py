@@ -70,7 +70,7 @@ def evaluate_base(cfg: SweepConfig, store: Storage, trainer: TrainerConfig, whic
         print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key)} (made before: kept)", flush=True)
     else:
         if store.exists(cfg.name, BASE_EVALS_DIR, key):  # cut by a kill mid-write, or emptied: every trial would read it
-            print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key, BASE_EVAL_FILE)} is empty or damaged: made anew", flush=True)
+            print(f"base eval{which}: {store.display(cfg.name, 'base_evals', key, BASE_EVAL_FILE)} is missing, empty or damaged: made anew", flush=True)
             store.delete_dir(cfg.name, BASE_EVALS_DIR, key)
         _make_base_eval(cfg, store, trainer, which)
     refuse_biased_base_eval(store, cfg.name, trainer)
@@ -120,11 +120,14 @@ def shared_base_eval(store: Storage, experiment: str, trainer: TrainerConfig) ->
 
 
 def _first_line(store: Storage, experiment: str, key: str) -> dict[str, Any] | None:
-    """The base eval's record (its first line), or None when there is none or it does not read as one."""
+    """The base eval's record in the sweep's folder, or None when there is none or it does not read as one."""
     parts = (experiment, BASE_EVALS_DIR, key, BASE_EVAL_FILE)
-    if not store.exists(*parts):
-        return None
-    lines = [line for line in store.read_text(*parts).splitlines() if line.strip()]
+    return base_eval_record(store.read_text(*parts)) if store.exists(*parts) else None
+
+
+def base_eval_record(text: str | None) -> dict[str, Any] | None:
+    """A base eval file's record (its first line), or None when it has none that reads as one (emptied, cut by a kill)."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
     try:
         line = json.loads(lines[0]) if lines else None
     except json.JSONDecodeError:

@@ -121,6 +121,6 @@ def test_a_base_eval_record_cut_or_emptied_is_made_anew_not_kept(tmp_path, recor
 
     monkeypatch.setattr(sweep.trials.base_evals, "_make_base_eval", make)
     evaluate_base(cfg, store, cfg.trainer)
-    assert made == [[]] and "is empty or damaged: made anew" in capsys.readouterr().out  # the old folder gone first, dumps and all
+    assert made == [[]] and "is missing, empty or damaged: made anew" in capsys.readouterr().out  # the old folder gone first, dumps and all
     assert shared_base_eval(store, cfg.name, cfg.trainer) == {"global_step": 0, "eval/avg_pass_at_1": 0.3, "base_eval": key}
 

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -213,6 +214,13 @@ def test_a_signal_as_the_marker_is_written_leaves_no_marker(tmp_path, monkeypatc
     monkeypatch.setattr(type(store), "write_text", written_then_stopped)
     with pytest.raises(Stopped), driving(store, "t", "sweep run"):
         pytest.fail("the block ran")
+    assert not (tmp_path / "t" / DRIVER_FILE).exists()
+    monkeypatch.undo()
+    held = claim(store, "t", "sweep run")  # stopped as it started its beat: a thread never started is not waited for
+    held.stop.set()
+    held.thread.join()
+    held.thread = threading.Thread(target=lambda: None)
+    release(held)
     assert not (tmp_path / "t" / DRIVER_FILE).exists()
 
 

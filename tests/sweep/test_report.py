@@ -141,7 +141,7 @@ def test_a_directory_without_trials_is_a_clear_error(tmp_path, capsys):
     assert "no trial folders with result.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("damaged", ["leaderboard.json", "sweep_config.json", "params.json", "trainer_config.json"])
+@pytest.mark.parametrize("damaged", ["leaderboard.json", "sweep_config.json", "trainer_config.json"])  # params.json: read from the rows
 def test_a_damaged_record_is_named_not_a_traceback(damaged, tmp_path, capsys):
     """A sweep's JSON record cut short or overwritten: `report` names the file and where it breaks, exit 2."""
     root = make_sweep_dir(tmp_path / "fixture_sweep", study=False)
@@ -186,11 +186,14 @@ def test_a_trials_lost_or_copied_records_are_read_from_what_is_left_or_named(tmp
     assert shown["cccc0003"].wall_s is None and shown["aaaa0001"].wall_s == pytest.approx(30.0)
     assert main(["report", str(root), "--out", str(tmp_path / "r2")]) == 0
     out = capsys.readouterr().out
-    assert "trial wall time (1 trial(s) without it: Tune's record of their last step is lost)." in out
+    assert "trial wall time (1 trial(s) without it: their last step is not in Tune's result.json: lost, cut, or not synced yet)." in out
     assert "| 1 | aaaa0001 | 1.00e-03 |" in out and "| ASHA | - |" in out
     (folder["bbbb0002"] / "params.json").write_text(json.dumps({"optim.lr": 1e-6, "algorithm.kl_coef": 0.0}))
     (folder["bbbb0002"] / "result.json").unlink()  # the trial stays, known by its folder, without steps
-    assert "bbbb0002" in {t.trial_id for t in build_report(str(root), tmp_path / "r3").trials}
+    (root / "leaderboard.json").unlink()  # (whose word on each trial's fate wins)
+    assert {t.trial_id: t.stop for t in build_report(str(root), tmp_path / "r3").trials}["bbbb0002"] == "no step reported"
+    (folder["cccc0003"] / "params.json").write_text('{"optim.lr": 0.0')  # cut mid-write: the rows' copy
+    assert {t.trial_id: t.config for t in build_report(str(root), tmp_path / "r3b").trials}["cccc0003"]["optim.lr"] == 3e-2
     (folder["bbbb0002"] / "result.json").write_text((folder["aaaa0001"] / "result.json").read_text())
     assert main(["report", str(root), "--out", str(tmp_path / "r4")]) == 2
     err = capsys.readouterr().err
@@ -200,7 +203,7 @@ def test_a_trials_lost_or_copied_records_are_read_from_what_is_left_or_named(tmp
     assert main(["report", str(root), "--out", str(tmp_path / "r5")]) == 0  # no settings anywhere: shown as '-'
     (folder["aaaa0001"] / "params.json").write_text('"x"')
     assert main(["report", str(root), "--out", str(tmp_path / "r6")]) == 2
-    assert "params.json: not the trial's settings (a JSON str, not an object), and its result.json holds none" in capsys.readouterr().err
+    assert "params.json: text, not the trial's settings, and its result.json holds none" in capsys.readouterr().err
 
 
 def test_evals_a_trials_eval_record_lacks_are_read_from_its_step_rows(tmp_path, report):
@@ -212,12 +215,26 @@ def test_evals_a_trials_eval_record_lacks_are_read_from_its_step_rows(tmp_path, 
     record.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
     mended = build_report(str(root), tmp_path / "r")
     assert [(j.trial_id, j.score.gain, j.verdict.label) for j in mended.judged] == [(j.trial_id, j.score.gain, j.verdict.label) for j in report.judged]
-    assert mended.trials[0].mended == f"{record} lacks the evals at step(s) 3: read from the trial's result.json"
+    said = f"the evals at step(s) 3 are not in {record} (lost, cut, or not uploaded yet): read from the trial's step rows"
+    assert mended.trials[0].mended == said
     assert not any(t.mended for t in report.trials)  # whole records: nothing read from elsewhere
     assert main(["report", str(root), "--out", str(tmp_path / "written")]) == 0
-    assert f"Trial aaaa0001: {record} lacks the evals at step(s) 3" in (tmp_path / "written" / "summary.md").read_text()
+    assert f"Trial aaaa0001: {said}." in (tmp_path / "written" / "summary.md").read_text()
     record.write_text(lines[0] + "\n")  # only the base's line left: every trained eval from the rows
     assert [j.score.gain for j in build_report(str(root), tmp_path / "r2").judged] == [j.score.gain for j in report.judged]
+    # the whole file lost: this trial evaluated every step, so no row carries step 0's eval (the step-1 eval came first);
+    # step 0 is the sweep's shared base eval its trainer config names
+    from grpo.config import TrainerConfig
+    from sweep.spec.bases import eval_key
+
+    record.unlink()
+    assert build_report(str(root), tmp_path / "r3").judged[0].verdict.label != "learns"  # no base: not judged as before
+    key = eval_key(TrainerConfig.model_validate(json.loads((record.parent / "trainer_config.json").read_text())))
+    (root / "base_evals" / key).mkdir(parents=True)
+    (root / "base_evals" / key / "aggregated_results.jsonl").write_text(lines[0] + "\n")
+    whole = build_report(str(root), tmp_path / "r4")
+    assert [(j.trial_id, j.score.gain, j.verdict.label) for j in whole.judged] == [(j.trial_id, j.score.gain, j.verdict.label) for j in report.judged]
+    assert whole.trials[0].mended.startswith("the evals at step(s) 0, 1, 2, 3 are not in ")
 
 
 @pytest.mark.parametrize("record, text, named", [
@@ -260,7 +277,7 @@ def test_damaged_rows_and_eval_lines_are_left_out_and_the_rest_reported(tmp_path
     (root / "optuna.db").write_text("garbage")
     damaged = build_report(str(root), tmp_path / "r")
     assert [(j.trial_id, j.score.gain, j.verdict.label) for j in damaged.judged] == [(j.trial_id, j.score.gain, j.verdict.label) for j in report.judged]
-    assert damaged.importance.reason == "optuna.db could not be read as an Optuna study (DatabaseError)"
+    assert damaged.importance.reason.startswith("optuna.db could not be read as an Optuna study (DatabaseError: ")
     assert main(["report", str(root), "--out", str(tmp_path / "r2")]) == 0 and "Traceback" not in capsys.readouterr().err
 
 

@@ -62,7 +62,7 @@ class LocalBackendConfig(StrictModel):
                       and t.verifier.get("type") in known and (why := app.spec_problem(t.verifier))]
             if unread:
                 problems.append(f"{len(unread)} {env_key} task(s) have a verifier spec the app cannot judge as meant: {'; '.join(unread[:most])}")
-            unseeded = [f"{t.task_key} ({why})" for t in tasks if t.env_key == env_key and (why := _seed_problem(app, t))]
+            unseeded = [f"{t.task_key} ({why})" for t in tasks if t.env_key == env_key and (why := _unseeded(app, t))]
             if unseeded:  # every episode of such a task failed in the environment when it opened (HTTP 422)
                 problems.append(f"{len(unseeded)} {env_key} task(s) have an initial_state the app cannot start from: {'; '.join(unseeded[:most])}")
         local = [t for t in tasks if t.env_key in APPS and t.verifier_func is None]  # the others are refused above
@@ -110,7 +110,7 @@ class LocalBackend:
         return {key: EnvClient(url, self.cfg.max_concurrent, self.cfg.call_timeout_s) for key, url in self.urls.items()}
 
 
-def _seed_problem(app: ModuleType, task: Task) -> str | None:
+def _unseeded(app: ModuleType, task: Task) -> str | None:
     """Why the app cannot start an episode from the task's initial_state and env_variables, or None."""
     from toolenvs.local.appkit import SeedError, seeded
 
