@@ -56,6 +56,7 @@ class Report:
     envs: list[SweepEnv] = field(default_factory=list)  # each env across the sweep
     confirmation: dict | None = None  # confirm.json, once a confirm stage ran
     looked: list[Looked] = field(default_factory=list)  # each numeric swept key's widest stretch without a trial
+    absent: list[str] = field(default_factory=list)  # trials the leaderboard ranks whose folders are gone
 
     @property
     def best(self) -> TrialSummary | None:
@@ -140,6 +141,7 @@ def assemble(store: SweepStore, sweep: SweepData, out: Path, th: Thresholds | No
         trajectories=analyze(read_episodes(store, [t.trial_id for t in trials])),
         judged=judged, env_tables=env_tables, envs=sweep_envs(whole, {t.trial_id: t.steps for t in trials}),
         confirmation=sweep.confirmation, looked=looked(sweep.saved.get("space") or {}, [t.config for t in sweep.trials]),
+        absent=sweep.absent,
     )
     rep.verdict = " ".join(filter(None, [verdict_text(ranked, rep.base), confirmation_text(rep.confirmation), env_advice(rep.envs)]))
     rep.plots = _plots(sweep, rep, out)

@@ -70,6 +70,7 @@ class SweepData:
     scheduler: str | None = None  # scheduler.type from sweep_config.json, when the sweep saved it
     saved: dict[str, Any] = field(default_factory=dict)  # sweep_config.json, when the sweep saved it
     confirmation: dict[str, Any] | None = None  # confirm.json, once a confirm stage (or `sweep confirm`) ran
+    absent: list[str] = field(default_factory=list)  # trials the leaderboard ranks whose folders are not here (deleted, moved)
 
 
 def _json_lines(text: str | None) -> list[dict[str, Any]]:
@@ -285,7 +286,10 @@ def load_sweep(store: SweepStore) -> SweepData:
     refuse_shared_ids(store, trials)
     board = _json_file(store, LEADERBOARD, None, leaderboard_problem)
     keys = list(board[0]["config"]) if board else sorted({k for t in trials for k in t.config})
-    return sweep_of(store, trials, board, keys)
+    sweep = sweep_of(store, trials, board, keys)
+    here = {t.trial_id for t in trials}
+    sweep.absent = [row["trial"] for row in board or [] if row["trial"] not in here]
+    return sweep
 
 
 def refuse_shared_ids(store: SweepStore, trials: list[TrialData]) -> None:

@@ -59,6 +59,8 @@ def _leaderboard(rep: Report) -> Section:
         "every trial that held or rose. Where trials spent different episodes per step, each is scored at the cheapest finished trial's budget.",
         f"{len(rep.trials)} trials, {total_steps} trial-steps, {total_s:.0f} s of trial wall time{untimed}.",
         *[f"Trial {t.trial_id}: {t.mended}." for t in rep.trials if t.mended],
+        *([f"The sweep's leaderboard.json ranks {len(rep.absent)} trial(s) whose folders are not here (deleted or moved): "
+           f"{', '.join(rep.absent)}; this report is without them."] if rep.absent else []),
     ])
     s.header = ["#", "trial", *rep.swept_keys, "base → last", "gain [90%]", "verdict", "steps", "restarts", "stopped", "wall s"]
     for i, (t, j) in enumerate(zip(rep.trials, rep.judged), 1):

@@ -189,6 +189,14 @@ def test_a_trials_lost_or_copied_records_are_read_from_what_is_left_or_named(tmp
     assert "trial wall time (1 trial(s) without it: their last step is not in Tune's result.json: lost, cut, or not synced yet)." in out
     assert "| 1 | aaaa0001 | 1.00e-03 |" in out and "| ASHA | - |" in out
     (folder["bbbb0002"] / "params.json").write_text(json.dumps({"optim.lr": 1e-6, "algorithm.kl_coef": 0.0}))
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.move(folder["dddd0004"], moved)  # a trial folder deleted or moved whole: the leaderboard still ranks it
+    assert build_report(str(root), tmp_path / "r2b").absent == ["dddd0004"]
+    assert main(["report", str(root), "--out", str(tmp_path / "r2c")]) == 0
+    assert "leaderboard.json ranks 1 trial(s) whose folders are not here (deleted or moved): dddd0004" in capsys.readouterr().out
+    shutil.move(moved, folder["dddd0004"])
     (folder["bbbb0002"] / "result.json").unlink()  # the trial stays, known by its folder, without steps
     (root / "leaderboard.json").unlink()  # (whose word on each trial's fate wins)
     assert {t.trial_id: t.stop for t in build_report(str(root), tmp_path / "r3").trials}["bbbb0002"] == "no step reported"
