@@ -202,11 +202,16 @@ class StepLimit(Stopper):
         return False
 
 
-def build_stopper(cfg: SweepConfig) -> Stopper:
-    """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while."""
-    steps = StepLimit(cfg.trainer.total_steps)
+def build_stopper(cfg: SweepConfig) -> Stopper | None:
+    """Every trial stops at total_steps; with zero_signal on, also when GRPO has had no signal for a while.
+
+    A multi-worker trial is not stopped at its last step: it ends by returning (its trainer stops at total_steps), so
+    Ray Train removes its workers' placement group. Stopped by Tune, the trial's actor is ended under Ray Train, whose
+    placement group stayed reserved: the next trial waited for its workers for good (ray-project/ray#54305)."""
     rule = cfg.stopping.zero_signal.rule()
-    return CombinedStopper(steps, TuneZeroSignalStopper(*rule)) if rule else steps
+    stoppers = [StepLimit(cfg.trainer.total_steps)] if cfg.resources.workers_per_trial == 1 else []
+    stoppers += [TuneZeroSignalStopper(*rule)] if rule else []
+    return stoppers[0] if len(stoppers) == 1 else CombinedStopper(*stoppers) if stoppers else None
 
 
 def build_trainable(cfg: SweepConfig):

@@ -30,3 +30,21 @@ def test_a_two_worker_trial_reports_each_step_once_with_both_ranks_episodes(tmp_
     saved = sorted(p.name for p in runs.rglob("rng_1.pt"))  # both ranks' parts of the checkpoints reached Ray Train's storage
     assert saved, list(runs.rglob("*"))[:20]
     assert json.loads(next(runs.rglob("trainer_state.json")).read_text())["world"] == 2
+
+
+def test_two_multi_worker_trials_one_after_the_other_both_finish(tmp_path):
+    """Stopped by Tune at its last step, a multi-worker trial's actor was ended under Ray Train, whose workers'
+    placement group stayed reserved: the second trial waited for its workers for good. Now such a trial ends by
+    returning (``sweep.tuner.build_stopper``); on this 2-CPU machine the second trial fits only once the first's
+    placement group is gone."""
+    cfg = load_space(tmp_path, {
+        "name": "two_in_turn",
+        "trainer": tiny_trainer(total_steps=2, eval={"interval": 0}),
+        "space": {"optim.lr": {"grid": [1e-3, 1e-2]}},
+        "search": {"searcher": "random", "num_samples": 1, "seed": 0},
+        "scheduler": {"type": "fifo"},
+        "resources": {"cpus_per_trial": 0.99, "workers_per_trial": 2},  # of the 2 CPUs: one worker group at a time
+        "max_concurrent_trials": 1,
+    })
+    results = list(fit(cfg))
+    assert sorted(r.metrics["training_iteration"] for r in results) == [2, 2] and not any(r.error for r in results)
