@@ -63,7 +63,7 @@ def refuse_overwrite(store: Storage, name: str, fresh: bool, space: str, start_o
     if sweep_exists(store, name) and not fresh:
         again = f"`{start_over or f'python -m sweep run {space} --fresh'}` (deletes it)"
         if not store.exists(name, STATE_FILE):  # its trials without Tune's state: there is nothing resume can continue
-            raise ConfigError(f"{_stateless(store, name)}; or start over with {again}")
+            raise ConfigError(f"{_stateless(store, name, len(trial_folders(store, name)))}; or start over with {again}")
         raise ConfigError(
             f"a sweep named {name!r} already exists at {store.display(name)}. Continue it with "
             f"`python -m sweep resume {experiment_uri(store.uri, name)}`, or start over with {again}"
@@ -77,10 +77,9 @@ def trial_folders(store: Storage, name: str) -> list[str]:
     return [e for e in store.entries(name) if store.exists(name, e, "result.json") or store.exists(name, e, "params.json")]
 
 
-def _stateless(store: Storage, name: str) -> str:
-    """What a sweep folder with trials but no Tune state (``tuner.pkl`` lost) is, and what can be done with it."""
-    trials = trial_folders(store, name)
-    return (f"{store.display(name)} holds a sweep's {len(trials)} trial folder(s) but not Tune's state ({STATE_FILE}, lost or "
+def _stateless(store: Storage, name: str, trials: int) -> str:
+    """What a sweep folder with ``trials`` trial folders but no Tune state (``tuner.pkl`` lost) is, and what can be done with it."""
+    return (f"{store.display(name)} holds a sweep's {trials} trial folder(s) but not Tune's state ({STATE_FILE}, lost or "
             f"removed), so it cannot be continued: put the file back from a copy to resume it; `python -m sweep report "
             f"{experiment_uri(store.uri, name)}` reads it as it is")
 
@@ -136,9 +135,9 @@ def check_snapshot(store: Storage, name: str) -> None:
     both); refused here instead, saying what is there."""
     where = store.display(name)
     snapshots = sorted(e for e in store.entries(name) if e.startswith(SNAPSHOT_PREFIX) and e.endswith(".json"))
-    if not snapshots and trial_folders(store, name):  # lost or removed: --fresh would delete the trials
+    if not snapshots and (trials := trial_folders(store, name)):  # lost or removed: --fresh would delete the trials
         raise ConfigError(f"{where}: Tune's snapshot of this sweep (an {SNAPSHOT_PREFIX}*.json) is missing beside its "
-                          f"{len(trial_folders(store, name))} trial folder(s) (lost, or its driver died before Tune wrote one), so it "
+                          f"{len(trials)} trial folder(s) (lost, or its driver died before Tune wrote one), so it "
                           f"cannot be continued: put the file back from a copy to resume it; `python -m sweep report "
                           f"{experiment_uri(store.uri, name)}` reads it as it is, and `python -m sweep run SPACE --fresh` starts "
                           "over (deleting them)")
@@ -177,8 +176,8 @@ def load_config(store: Storage, name: str, to: str = "resume") -> SweepConfig:
     ``to``: what the command wants of it, for the message when there is no sweep there."""
     where = store.display(name)
     if not store.exists(name, STATE_FILE):
-        if trial_folders(store, name):
-            raise ConfigError(_stateless(store, name))
+        if trials := trial_folders(store, name):
+            raise ConfigError(_stateless(store, name, len(trials)))
         raise ConfigError(f"{where}: no sweep to {to} here (no {STATE_FILE}); start one with `python -m sweep run SPACE`")
     if not store.exists(name, CONFIG_FILE):
         if any(store.exists(name, ours) for ours in (BASE_EVALS_DIR, LEADERBOARD, "trajectories")):  # our sweep, its config lost
