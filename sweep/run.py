@@ -39,7 +39,7 @@ def run_sweep(cfg: SweepConfig, fresh: bool = False, space: str = "SPACE", base_
     from sweep.store.storage import BASE_EVALS_DIR
     from sweep.trials.base_evals import build_bases, evaluate_bases
 
-    check_machine(cfg)
+    check_machine(cfg, watch)
     store = open_storage(cfg.storage)
     cfg = cfg.model_copy(update={"storage": store.uri})  # absolute: trials run in their own directories
     refuse_foreign(store, cfg.name)  # a folder of the user's: never written in
@@ -82,7 +82,7 @@ def resume_sweep(uri: str, watch: Watch | None = None) -> int:
     store = open_storage(storage_uri)
     cfg = load_config(store, name)
     check_snapshot(store, name)
-    check_machine(cfg)
+    check_machine(cfg, watch)
     with driving(store, name, "sweep resume"):  # resume is for a driver that died, on this machine or another
         prepare_environment()
         prepare_bases(cfg, store)
@@ -148,6 +148,7 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
         with local_ray(watch):
             try:
                 check_resources(cfg, ray.cluster_resources())
+                check_state_api(cfg)
                 with cfg.trainer.env.backend.sweep_wide():  # what the backend shares across trials (Fleet's instance slots)
                     return make_tuner().fit()
             except Exception as exc:  # Tune's callbacks never see the driver's own failure: tell the webhook here
@@ -248,14 +249,18 @@ def prepare_environment() -> None:
     environ.TUNE_DISABLE_SIGINT_HANDLER.set("1")  # Ctrl-C: ``Interrupted``, not a run that looks finished
 
 
-def check_machine(cfg: SweepConfig) -> None:
-    """Before anything starts: a ``RAY_ADDRESS`` nothing answers at, or a trial the Ray to be started here could not
-    hold (``local_resources``), refused."""
+def check_machine(cfg: SweepConfig, watch: Watch | None = None) -> None:
+    """Before anything starts: a ``RAY_ADDRESS`` nothing answers at, a trial the Ray to be started here could not
+    hold (``local_resources``), or multi-worker trials stopped early on a Ray started here without its dashboard
+    (``state_api_need``), refused."""
     from configkit import environ
-    from sweep.spec.resource_checks import local_resources, ray_address_problem
+    from sweep.spec.resource_checks import STATE_API_FIX, local_resources, ray_address_problem, state_api_need
+    from sweep.watch.live_server import default_watch
 
     if environ.RAY_ADDRESS.get() and (problem := ray_address_problem(environ.RAY_ADDRESS.get())):
         raise ConfigError(problem)  # before the bases' minutes: Ray joins that address only then
+    if not environ.RAY_ADDRESS.get() and not (watch or default_watch()).dashboard and (need := state_api_need(cfg)):
+        raise ConfigError(f"{need}. --no-dashboard (or {environ.GRPO_SWEEP_DASHBOARD.name}=0) keeps it off: drop it, {STATE_API_FIX}")
     here = local_resources()
     if here is not None:
         check_resources(cfg, here, "the Ray started on this machine would have (Ray's own count)")
@@ -268,3 +273,16 @@ def check_resources(cfg: SweepConfig, available: dict[str, float], holder: str =
     problems = resource_problems(cfg, available, holder=holder)
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def check_state_api(cfg: SweepConfig) -> None:
+    """Once Ray has started or been joined: multi-worker trials stopped early need its state API (``state_api_need``)."""
+    from configkit import environ
+    from configkit.redact import redact_uri
+    from sweep.spec.resource_checks import STATE_API_FIX, state_api_need, state_api_problem
+
+    if (need := state_api_need(cfg)) and (problem := state_api_problem()):
+        address = environ.RAY_ADDRESS.get()
+        where = (f"the Ray cluster at {redact_uri(address)}: start its head with Ray's dashboard (ray start --head --include-dashboard=true, "
+                 "ray[default] installed)") if address else "the Ray started here: install ray[default], which its dashboard needs"
+        raise ConfigError(f"{need}. {problem} on {where}, {STATE_API_FIX}")

@@ -182,3 +182,42 @@ def packing_problems(cfg: SweepConfig, base: TrainerConfig, source: str) -> list
                 problems.append(f"{source}: key '{where}.{key}' changes the base the packed trials share (resources.trials_per_worker = "
                                 f"{r.trials_per_worker}); sweep it with trials_per_worker: 1, or fix it under trainer")
     return problems
+
+
+def early_stoppers(cfg: SweepConfig) -> list[str]:
+    """What can end a trial before its last step, as the keys that turn it on: the scheduler unless FIFO (ASHA and the
+    median rule stop trials, PBT pauses them), the zero-signal stopper when enabled."""
+    stoppers = [f"scheduler.type = {cfg.scheduler.type!r}"] if cfg.scheduler.type != "fifo" else []
+    return stoppers + (["stopping.zero_signal.enabled = true"] if cfg.stopping.zero_signal.enabled else [])
+
+
+def state_api_need(cfg: SweepConfig) -> str | None:
+    """Why this sweep needs Ray's state API, or None. Tune ends a multi-worker trial it stops early under Ray Train;
+    that trial's workers' placement group is then removed only by Ray Train's cleaner, which reads the state API (the
+    dashboard serves it). Without it the group stays reserved and the next trial waits for its workers for good
+    (measured: two 2-worker trials stopped at step 1 of 3 on 2 CPUs, the second never started; with the dashboard
+    both ended in 32 s). A trial that runs to its last step returns and Ray Train removes the group itself."""
+    workers, stoppers = cfg.resources.workers_per_trial, early_stoppers(cfg)
+    if workers == 1 or not stoppers:
+        return None
+    return (f"key 'resources.workers_per_trial' = {workers} with {' and '.join(stoppers)}: a multi-worker trial stopped before its "
+            "last step leaves its workers' placement group reserved unless Ray Train's cleaner can read Ray's state API, "
+            "which Ray's dashboard serves; without it the next trial waits for its workers for good")
+
+
+STATE_API_FIX = "or set workers_per_trial: 1, or scheduler.type: fifo with stopping.zero_signal.enabled: false"
+
+
+def state_api_problem() -> str | None:
+    """Why Ray's state API does not answer for the Ray this process has joined (no dashboard, or its dependencies
+    missing), or None. It must name this process's node: a state API found elsewhere (Ray's default address is
+    127.0.0.1:8265, another Ray's dashboard there) would answer for another cluster."""
+    import ray
+    from ray.util.state import list_nodes
+
+    mine = ray.get_runtime_context().get_node_id()
+    try:
+        found = list_nodes(filters=[("node_id", "=", mine)], timeout=10, raise_on_missing_output=False)
+    except Exception as exc:  # noqa: BLE001 - Ray's state client raises its own kinds (ServerUnavailable, RayStateApiException)
+        return f"Ray's state API does not answer ({type(exc).__name__}: no dashboard)"
+    return None if found else "Ray's state API answers for another Ray cluster (a dashboard at Ray's default address)"

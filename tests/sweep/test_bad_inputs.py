@@ -571,6 +571,25 @@ def test_run_refuses_a_trial_this_machine_cannot_hold_before_the_bases(tmp_path,
         assert_refused(code, out, err, (named,), tmp_path, started)
 
 
+def test_run_refuses_multi_worker_trials_stopped_early_without_the_dashboard(tmp_path, monkeypatch, capsys, started):
+    """Stopped before its last step (ASHA, the default scheduler; the zero-signal stopper), a multi-worker trial's
+    workers' placement group is removed only through Ray's state API, which the dashboard serves
+    (tests/sweep/test_multiworker_stopped.py): without it, refused before the bases. FIFO without the zero-signal
+    stopper runs every trial to its end and needs no dashboard."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    write_files(tmp_path, {"space.yaml": BASE})
+    two = ["--no-dashboard", "--set", "resources.workers_per_trial=2", "--set", "resources.cpus_per_trial=0.5"]
+    fix = "--no-dashboard (or GRPO_SWEEP_DASHBOARD=0) keeps it off: drop it, or set workers_per_trial: 1, or scheduler.type: fifo"
+    for extra, named in {(): "key 'resources.workers_per_trial' = 2 with scheduler.type = 'asha': a multi-worker trial stopped before",
+                         ("--set", "stopping.zero_signal.enabled=true", "--set", "scheduler.type=median"):
+                         "= 2 with scheduler.type = 'median' and stopping.zero_signal.enabled = true: "}.items():
+        code, out, err = run_main(["run", "space.yaml", *two, *extra], capsys)
+        assert_refused(code, out, err, (named, fix), tmp_path, started)
+    code, out, err = run_main(["run", "space.yaml", *two, "--set", "scheduler.type=fifo"], capsys)
+    assert code == 0 and started == ["environment", "bases", "base evals", "tune"], (code, err)
+
+
 def test_the_matrix_covers_each_kind_of_input_several_times():
     kinds = {}
     for case in CASES:

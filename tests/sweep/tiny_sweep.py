@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_MODEL
+from tests.support.ports import free_port
 
 
 def tiny_trainer(total_steps: int = 2, **sections: Any) -> dict[str, Any]:
@@ -40,15 +41,17 @@ def ray_session(tiny_base: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def local_ray(num_cpus: int, num_gpus: int = 0, runtime_env: dict[str, Any] | None = None) -> Iterator[None]:
+def local_ray(num_cpus: int, num_gpus: int = 0, runtime_env: dict[str, Any] | None = None, dashboard: bool = False) -> Iterator[None]:
     """A local Ray with these resources (GPUs declared: Ray hands out their ids as for real ones) and the job's
-    ``runtime_env`` (every worker's)."""
+    ``runtime_env`` (every worker's); with ``dashboard``, Ray's dashboard on 127.0.0.1 (any free port), which serves
+    Ray's state API."""
     import ray
 
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
     saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
     os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
+    where = {"dashboard_host": "127.0.0.1", "dashboard_port": free_port()} if dashboard else {}
+    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=dashboard, **where, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
     try:
         yield
     finally:
@@ -68,6 +71,21 @@ def load_space(tmp_path: Path, space: dict[str, Any]):
     path = tmp_path / f"{space['name']}.yaml"
     path.write_text(yaml.safe_dump({"storage": str(tmp_path / "results"), "resources": {"cpus_per_trial": 1}, **space}))
     return load_space(path)
+
+
+def two_worker_trials_in_turn(tmp_path: Path, name: str, total_steps: int, **sections: Any):
+    """Two trials (two LRs) of two workers each, one at a time, each worker 0.99 CPU: on a 2-CPU Ray the second
+    trial's workers fit only once the first's placement group is gone."""
+    return load_space(tmp_path, {
+        "name": name,
+        "trainer": tiny_trainer(total_steps=total_steps, eval={"interval": 0}),
+        "space": {"optim.lr": {"grid": [1e-3, 1e-2]}},
+        "search": {"searcher": "random", "num_samples": 1, "seed": 0},
+        "scheduler": {"type": "fifo"},
+        "resources": {"cpus_per_trial": 0.99, "workers_per_trial": 2},
+        "max_concurrent_trials": 1,
+        **sections,
+    })
 
 
 def fit(cfg):
