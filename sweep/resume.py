@@ -153,18 +153,16 @@ def check_snapshot(store: Storage, name: str) -> None:
 def json_record(store: Storage, name: str, file: str, damaged: Callable[[str], str], problem: Callable[[Any], str | None] | None = None) -> Any:
     """The sweep's JSON record ``file``; unreadable storage or a damaged file (not JSON, or of another shape than
     ``problem`` reads: ``sweep.store.records``; ``damaged`` of why: the message) is a ConfigError, never a traceback."""
-    import json
+    from sweep.store.records import parsed
 
     try:
-        data = json.loads(store.read_text(name, file))
+        text = store.read_text(name, file)
     except OSError as exc:  # the storage, not the file: the sweep is kept
         raise ConfigError(f"{store.display(name)}/{file}: could not be read ({exc.strerror or type(exc).__name__}); check access to "
                           "the storage and try again") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(damaged(type(exc).__name__)) from None
-    if problem is not None and (why := problem(data)):
-        raise ConfigError(damaged(why))
-    return data
+    except UnicodeDecodeError:
+        raise ConfigError(damaged("not text")) from None
+    return parsed(text, damaged, problem)
 
 
 def save_config(store: Storage, cfg: SweepConfig) -> None:

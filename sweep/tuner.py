@@ -207,11 +207,16 @@ def build_stopper(cfg: SweepConfig) -> Stopper | None:
 
     A multi-worker trial is not stopped at its last step: it ends by returning (its trainer stops at total_steps), so
     Ray Train removes its workers' placement group. Stopped by Tune, the trial's actor is ended under Ray Train, whose
-    placement group stayed reserved: the next trial waited for its workers for good (ray-project/ray#54305)."""
-    rule = cfg.stopping.zero_signal.rule()
-    stoppers = [StepLimit(cfg.trainer.total_steps)] if cfg.resources.workers_per_trial == 1 else []
-    stoppers += [TuneZeroSignalStopper(*rule)] if rule else []
-    return stoppers[0] if len(stoppers) == 1 else CombinedStopper(*stoppers) if stoppers else None
+    placement group stays reserved until Ray Train's cleaner, which needs Ray's state API, removes it
+    (``sweep.spec.resource_checks.state_api_need``; ray-project/ray#54305)."""
+    stoppers: list[Stopper] = []
+    if cfg.resources.workers_per_trial == 1:
+        stoppers.append(StepLimit(cfg.trainer.total_steps))
+    if rule := cfg.stopping.zero_signal.rule():
+        stoppers.append(TuneZeroSignalStopper(*rule))
+    if len(stoppers) > 1:
+        return CombinedStopper(*stoppers)
+    return stoppers[0] if stoppers else None
 
 
 def build_trainable(cfg: SweepConfig):

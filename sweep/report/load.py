@@ -16,7 +16,7 @@ from typing import Any
 
 from configkit.base import ConfigError
 from sweep.report.store import SweepStore
-from sweep.store.records import CONFIRMATION, LEADERBOARD, confirmation_problem, kind, leaderboard_problem, saved_config_problem
+from sweep.store.records import CONFIRMATION, LEADERBOARD, confirmation_problem, kind, leaderboard_problem, parsed, saved_config_problem
 from sweep.store.results import step_of, trial_id_of
 from sweep.trials import attempts
 from toolenvs.outcomes import passed
@@ -91,15 +91,7 @@ def _json_file(store: SweepStore, name: str, missing: Any, problem: Callable[[An
     """One of the sweep's JSON records (``missing`` when it is absent or empty); a damaged one (not JSON, or of another
     shape than ``problem`` reads: ``sweep.store.records``) is a ConfigError naming it."""
     text = store.read_text(name)
-    if not text:
-        return missing
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(_damaged(store, name, f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})")) from None
-    if problem is not None and (why := problem(data)):
-        raise ConfigError(_damaged(store, name, why))
-    return data
+    return parsed(text, lambda why: _damaged(store, name, why), problem) if text else missing
 
 
 def _damaged(store: SweepStore, name: str, why: str) -> str:

@@ -22,14 +22,9 @@ def train_series(trial: TrialData, key: str) -> Series:
 
 
 def eval_series(trial: TrialData, key: str) -> Series:
-    """(global step, value) of an eval metric, each eval once (rows repeat the newest eval until the next)."""
-    if trial.evals:
-        return [(int(e["global_step"]), float(e[key])) for e in trial.evals if key in e]
-    seen: dict[int, float] = {}
-    for r in trial.rows:
-        if key in r and "eval/global_step" in r:
-            seen.setdefault(int(r["eval/global_step"]), float(r[key]))
-    return sorted(seen.items())
+    """(global step, value) of an eval metric, each eval once: the trial's eval lines (those its record lost are read
+    from its step rows when it is loaded: ``sweep.report.load.trial_from_rows``)."""
+    return [(int(e["global_step"]), float(e[key])) for e in trial.evals if key in e]
 
 
 def metric_key(use_eval: bool, env: str | None = None) -> str:

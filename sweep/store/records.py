@@ -5,10 +5,30 @@ shape was a traceback in whichever reader met it first (``report``, ``confirm``)
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
+
+from configkit.base import ConfigError
 
 LEADERBOARD = "leaderboard.json"
 CONFIRMATION = "confirm.json"
+
+
+def parsed(text: str, damaged: Callable[[str], str], problem: Callable[[Any], str | None] | None = None) -> Any:
+    """A record's data from its text. Empty, not JSON (cut mid-write, overwritten), nested past what Python reads, or of
+    another shape than ``problem`` reads: a ConfigError of ``damaged(why)``, never a traceback."""
+    if not text.strip():
+        raise ConfigError(damaged("empty"))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(damaged(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")) from None
+    except RecursionError:
+        raise ConfigError(damaged("nested too deep to read")) from None
+    if problem is not None and (why := problem(data)):
+        raise ConfigError(damaged(why))
+    return data
 
 
 def kind(value: Any) -> str:

@@ -149,7 +149,7 @@ def test_a_damaged_record_is_named_not_a_traceback(damaged, tmp_path, capsys):
     target.write_text('{"lr": 0.1, ')
     assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert f"{target}: not valid JSON (" in err and "line 1 column" in err and "Traceback" not in err, err
+    assert f"{target}: not valid JSON: " in err and "at line 1 column" in err and "Traceback" not in err, err
 
 
 def test_a_trial_whose_steps_are_all_unreadable_is_an_error_not_a_silent_blank(tmp_path, capsys):

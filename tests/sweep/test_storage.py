@@ -212,7 +212,7 @@ def test_resume_refuses_a_sweep_without_a_readable_snapshot(tmp_path):
     store.write_text('{"trials": [', "demo", "experiment_state-2026-12-02_10-00-09.json")  # cut by a kill mid-upload
     with pytest.raises(ConfigError) as err:
         check_snapshot(store, "demo")
-    assert "experiment_state-2026-12-02_10-00-09.json: Tune's newest snapshot of the sweep is damaged (JSONDecodeError)" in str(err.value)
+    assert "experiment_state-2026-12-02_10-00-09.json: Tune's newest snapshot of the sweep is damaged (not valid JSON: Expecting value at line 1 column 13)" in str(err.value)
     assert "(experiment_state-2026-12-02_10-00-00.json)" in str(err.value)
 
 
@@ -253,7 +253,7 @@ def test_confirm_names_a_damaged_ranking_and_how_to_write_it_anew(tmp_path, monk
     store = open_storage(str(tmp_path / "results"))
     save_config(store, load_space(tmp_path / "space.yaml"))
     store.write_text("state", "t", "tuner.pkl")
-    for board, why in [("", "JSONDecodeError"), ("{}", "an object, not the list of ranked trials"),
+    for board, why in [("", "empty"), ("[{", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 3"), ("{}", "an object, not the list of ranked trials"),
                        ('[{"trial": "a", "config": null}]', "row 1 (trial a): 'config' is null, not the trial's settings")]:
         store.write_text(board, "t", "leaderboard.json")
         code, out, err = run_main(["confirm", "results/t"], capsys)

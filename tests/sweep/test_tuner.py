@@ -142,3 +142,20 @@ def test_the_median_rule_judges_a_trial_by_its_gains_not_the_scores_placeholder(
         assert report(less, step, 0.0 if step == 1 else -0.05, evaluated) == TrialScheduler.CONTINUE
     assert report(worse, 1, 0.0, 0) == TrialScheduler.CONTINUE
     assert report(worse, 2, -0.2, 2) == TrialScheduler.STOP  # its best is -0.2, below the other's mean gain, -0.05
+
+
+@pytest.mark.parametrize(("workers", "zero_signal", "kinds"), [
+    (1, False, ["StepLimit"]), (1, True, ["StepLimit", "TuneZeroSignalStopper"]),
+    (2, False, []), (2, True, ["TuneZeroSignalStopper"]),  # a multi-worker trial ends by returning at its last step
+])
+def test_the_stoppers_a_sweep_gets(tmp_path, workers, zero_signal, kinds):
+    from ray.tune.stopper import CombinedStopper
+
+    from sweep.spec.config import SweepConfig
+    from sweep.tuner import build_stopper
+
+    cfg = SweepConfig.model_validate({"name": "s", "storage": str(tmp_path), "space": {"optim.lr": {"loguniform": [1e-4, 1e-2]}},
+                                      "resources": {"workers_per_trial": workers}, "stopping": {"zero_signal": {"enabled": zero_signal}}})
+    stopper = build_stopper(cfg)
+    parts = stopper._stoppers if isinstance(stopper, CombinedStopper) else [stopper] if stopper else []
+    assert [type(part).__name__ for part in parts] == kinds
