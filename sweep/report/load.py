@@ -16,7 +16,15 @@ from typing import Any
 
 from configkit.base import ConfigError
 from sweep.report.store import SweepStore
-from sweep.store.records import CONFIRMATION, LEADERBOARD, confirmation_problem, kind, leaderboard_problem, parsed, saved_config_problem
+from sweep.store.records import (
+    CONFIRMATION,
+    LEADERBOARD,
+    confirmation_problem,
+    kind,
+    leaderboard_problem,
+    parsed,
+    saved_config_problem,
+)
 from sweep.store.results import step_of, trial_id_of
 from sweep.trials import attempts
 from toolenvs.outcomes import passed
@@ -71,6 +79,7 @@ class SweepData:
     saved: dict[str, Any] = field(default_factory=dict)  # sweep_config.json, when the sweep saved it
     confirmation: dict[str, Any] | None = None  # confirm.json, once a confirm stage (or `sweep confirm`) ran
     absent: list[str] = field(default_factory=list)  # trials the leaderboard ranks whose folders are not here (deleted, moved)
+    zero_signal: tuple[float, int] | None = None  # the zero-signal rule from sweep_config.json, when on
 
 
 def _json_lines(text: str | None) -> list[dict[str, Any]]:
@@ -297,9 +306,30 @@ def refuse_shared_ids(store: SweepStore, trials: list[TrialData]) -> None:
 
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
     """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
-    saved = _json_file(store, "sweep_config.json", {}, saved_config_problem)
+    saved = _json_file(store, "sweep_config.json", {}, lambda data: saved_config_problem(data) or _zero_signal_problem(data))
     confirmation = _json_file(store, CONFIRMATION, None, confirmation_problem)
-    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation)
+    return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation,
+                     zero_signal=_zero_signal_rule(saved))
+
+
+def _zero_signal_problem(saved: dict[str, Any]) -> str | None:
+    """The saved config's zero-signal rule, which the report applies to trials that ended early (absent: none)."""
+    from pydantic import ValidationError
+
+    try:
+        _zero_signal_rule(saved)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(["stopping.zero_signal", *(str(p) for p in first["loc"])])
+        return f"'{key}' = {first.get('input')!r}: {first['msg']}"
+    return None
+
+
+def _zero_signal_rule(saved: dict[str, Any]) -> tuple[float, int] | None:
+    """``(threshold, patience)`` of the saved config's zero-signal rule; None when it is off or the config predates it."""
+    from sweep.spec.config import ZeroSignalConfig
+
+    return ZeroSignalConfig.model_validate((saved.get("stopping") or {}).get("zero_signal") or {}).rule()
 
 
 def uses_eval(sweep: SweepData) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.report.load import EVAL_METRIC, TRAIN_METRIC, SweepData, TrialData, uses_eval
+from sweep.trials.stoppers import VARIANCE, fate
 
 Series = list[tuple[int, float]]
 EARLY_STOPS = {"asha": "ASHA", "median": "median stopping", "pbt": "PBT"}  # by the sweep's scheduler.type
@@ -60,23 +61,24 @@ def _total_steps(sweep: SweepData) -> int:
     return max([int(s) for s in declared if s] or [max(t.steps for t in sweep.trials)])
 
 
-def stop_reason(trial: TrialData, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None = None) -> str:
-    """Why the trial ended: the leaderboard's word when written, else from its files; a scheduler's early
-    stop is named after the scheduler when the sweep saved its config."""
+def stop_reason(trial: TrialData, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None = None,
+                zero_signal: tuple[float, int] | None = None) -> str:
+    """Why the trial ended: the leaderboard's word when written, else from its files as the leaderboard decides it
+    (``sweep.trials.stoppers.fate``: the sweep's zero-signal rule over its rows, before the live page has a leaderboard);
+    a scheduler's early stop is named after the scheduler when the sweep saved its config."""
     if trial.trial_id in board:
         status = str(board[trial.trial_id].get("status", "")) or "unknown"
-    elif trial.error:
-        status = "error"
-    elif not trial.rows:  # started, or its records lost: no scheduler's stop to name
+    elif not trial.rows and not trial.error:  # started, or its records lost: no scheduler's stop to name
         return "no step reported"
     else:
-        status = "finished" if trial.steps >= total_steps else "stopped early"
+        status = fate(trial.steps, total_steps, [float(r[VARIANCE]) for r in trial.rows if VARIANCE in r], zero_signal, bool(trial.error))
     if status == "stopped early":
         return EARLY_STOPS.get(scheduler or "", "stopped early (scheduler)")
     return status
 
 
-def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None) -> TrialSummary:
+def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str, Any]], total_steps: int, scheduler: str | None,
+                    zero_signal: tuple[float, int] | None = None) -> TrialSummary:
     points = pass_series(trial, use_eval)
     trained = [p for p in points if p[0] >= 1] or points
     best = max(trained, key=lambda p: p[1], default=None)
@@ -89,7 +91,7 @@ def summarize_trial(trial: TrialData, use_eval: bool, board: dict[str, dict[str,
         best_step=best[0] if best else None,
         last=points[-1][1] if points else None,
         steps=trial.steps,
-        stop=stop_reason(trial, board, total_steps, scheduler),
+        stop=stop_reason(trial, board, total_steps, scheduler, zero_signal),
         wall_s=trial.wall_s,
         error=trial.error.splitlines()[-1] if trial.error else "",
         restarts=trial.restarts,
@@ -102,5 +104,5 @@ def leaderboard(sweep: SweepData) -> list[TrialSummary]:
     use_eval = uses_eval(sweep)
     board = {str(r["trial"]): r for r in sweep.leaderboard or []}
     total = _total_steps(sweep)
-    rows = [summarize_trial(t, use_eval, board, total, sweep.scheduler) for t in sweep.trials]
+    rows = [summarize_trial(t, use_eval, board, total, sweep.scheduler, sweep.zero_signal) for t in sweep.trials]
     return sorted(rows, key=lambda r: (r.best is None, -(r.best or 0.0), -r.steps, r.trial_id))

@@ -81,7 +81,7 @@ def saved_config_problem(data: Any) -> str | None:
     """The saved sweep config as the report reads it: an object whose sections are objects, its score window a whole number."""
     if not isinstance(data, dict):
         return f"{kind(data)}, not the sweep's config"
-    for section in ("trainer", "scheduler", "search", "space"):
+    for section in ("trainer", "scheduler", "search", "space", "stopping"):
         if data.get(section) is not None and not isinstance(data[section], dict):
             return f"'{section}' is {kind(data[section])}, not a section"
     evals = (data.get("trainer") or {}).get("eval")

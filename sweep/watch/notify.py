@@ -23,7 +23,7 @@ from configkit import environ
 from grpo.metrics import shown
 from sweep.spec.webhook import webhook_url
 from sweep.store.uris import bare_uri
-from sweep.trials.stoppers import VARIANCE, no_signal
+from sweep.trials.stoppers import VARIANCE, fate
 from sweep.watch.text import fmt
 
 WEBHOOK_ENV = environ.GRPO_SWEEP_SLACK_WEBHOOK.name
@@ -127,11 +127,8 @@ class SweepNotifier(Callback):
 
     def stop_reason(self, trial) -> str:
         steps = int(trial.last_result.get("training_iteration", 0))
-        if steps >= self.total_steps:
-            return "finished"
-        if self.zero_signal and no_signal(self.variances[trial.trial_id], *self.zero_signal):
-            return f"stopped at step {steps}: zero signal"
-        return f"stopped early at step {steps} (scheduler)"
+        status = fate(steps, self.total_steps, self.variances[trial.trial_id], self.zero_signal)
+        return {"finished": status, "zero signal": f"stopped at step {steps}: zero signal"}.get(status, f"stopped early at step {steps} (scheduler)")
 
     def summary(self, trial) -> str:
         value = shown(trial.last_result, self.metric)

@@ -61,3 +61,6 @@ def test_stop_reason_names_the_scheduler_when_known():
     assert stop_reason(trial, {}, 2, None) == "finished"
     assert stop_reason(trial, {"t1": {"status": "zero signal"}}, 3, "asha") == "zero signal"
     assert stop_reason(TrialData("t2", "f", {}, [], error="boom"), {}, 3, "asha") == "error"
+    flat = TrialData("t3", "f", {}, [{"training_iteration": s, "reward/variance_per_prompt": v} for s, v in ((1, 0.2), (2, 0.0), (3, 0.0))])
+    assert stop_reason(flat, {}, 5, "asha", (1e-3, 2)) == "zero signal"  # no leaderboard yet (the live page): the sweep's rule
+    assert stop_reason(flat, {}, 5, "asha", (1e-3, 3)) == "ASHA" and stop_reason(flat, {}, 5, "asha") == "ASHA"
