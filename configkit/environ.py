@@ -79,6 +79,9 @@ TUNE_DISABLE_SIGINT_HANDLER = Variable("TUNE_DISABLE_SIGINT_HANDLER", "1: Ctrl-C
                                        "continues it); Tune's own handler ends the run as if it had finished, and its leaderboard and confirm stage followed")
 TUNE_FUNCTION_THREAD_TIMEOUT_S = Variable("TUNE_FUNCTION_THREAD_TIMEOUT_S", "how long a reused trial process waits for a stopped "
                                           "trial's step to end; 120 s, where Tune's 2 s would fail the next trial")
+RAY_API_SERVER_ADDRESS = Variable("RAY_API_SERVER_ADDRESS", "Ray's state API (its dashboard's URL) while a Ray started here runs "
+                                  "multi-worker trials that can be stopped early, set before it starts so every worker has it: Ray Train's "
+                                  "placement-group cleaner asks there, where it would guess among the Rays on this machine and fail with two")
 WANDB_MODE = Variable("WANDB_MODE", "offline/disabled before ray.init, or Ray asks the driver for an API key")
 WANDB_API_KEY = Variable("WANDB_API_KEY", "W&B online mode; kept out of offline runs' processes (popped while they start)", secret=True)
 VLLM_ALLOW_INSECURE_SERIALIZATION = Variable("VLLM_ALLOW_INSECURE_SERIALIZATION", "1: vLLM's collective_rpc may carry our weight-load function")

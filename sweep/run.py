@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -142,10 +142,11 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
     """Tune's results, on a local Ray started here (with its dashboard unless ``watch`` says not) and shut down after."""
     import ray
 
+    from sweep.spec.resource_checks import state_api_need
     from sweep.watch.notify import notifiers
 
     try:
-        with local_ray(watch):
+        with local_ray(watch, state_api=state_api_need(cfg) is not None):
             try:
                 check_resources(cfg, ray.cluster_resources())
                 check_state_api(cfg)
@@ -164,25 +165,35 @@ def _fit(cfg: SweepConfig, make_tuner: Callable[[], Any], watch: Watch) -> Any:
 
 
 @contextmanager
-def local_ray(watch: Watch) -> Iterator[str | None]:
-    """A local Ray for the sweep, its dashboard's URL (None when off) printed and yielded; shut down after."""
+def local_ray(watch: Watch, state_api: bool = False) -> Iterator[str | None]:
+    """A local Ray for the sweep, its dashboard's URL (None when off) printed and yielded; shut down after. ``state_api``:
+    its trials need Ray's state API (``state_api_need``): a Ray started here gets its dashboard on a port chosen first,
+    named in ``RAY_API_SERVER_ADDRESS`` for every process of it (``configkit.environ``)."""
     import ray
 
+    from sweep.spec.resource_checks import joins_a_cluster
     from sweep.store.signals import handlers_kept
-    from sweep.watch.live_server import dashboard_port
+    from sweep.watch.live_server import dashboard_port, free_port
 
-    where = {"dashboard_host": "127.0.0.1", "dashboard_port": dashboard_port(watch.dashboard_port)} if watch.dashboard else {}
-    try:  # a Ray stopped while it starts is shut down too
-        with handlers_kept():  # Ray's SIGTERM handler is a silent exit 15: the driver's stops as Ctrl-C does
-            context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
-        url = None
-        if context.dashboard_url:
-            url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
-            moved = f" (port {watch.dashboard_port} was taken)" if urlsplit(url).port != watch.dashboard_port else ""
-            print(f"Ray dashboard: {url}{moved}", flush=True)
-        yield url
-    finally:
-        ray.shutdown()
+    port = dashboard_port(watch.dashboard_port)
+    pinned = state_api and watch.dashboard and not joins_a_cluster()
+    if pinned and port is None:  # Ray's own choice is known only once it has started, after its processes
+        port = free_port("127.0.0.1", watch.dashboard_port)
+    where = {"dashboard_host": "127.0.0.1", "dashboard_port": port} if watch.dashboard else {}
+    with ExitStack() as stack:
+        if pinned:
+            stack.enter_context(environ.RAY_API_SERVER_ADDRESS.temporarily(f"http://127.0.0.1:{port}"))
+        try:  # a Ray stopped while it starts is shut down too
+            with handlers_kept():  # Ray's SIGTERM handler is a silent exit 15: the driver's stops as Ctrl-C does
+                context = ray.init(include_dashboard=watch.dashboard, **where, log_to_driver=False, configure_logging=False)
+            url = None
+            if context.dashboard_url:
+                url = context.dashboard_url if "://" in context.dashboard_url else f"http://{context.dashboard_url}"
+                moved = f" (port {watch.dashboard_port} was taken)" if urlsplit(url).port != watch.dashboard_port else ""
+                print(f"Ray dashboard: {url}{moved}", flush=True)
+            yield url
+        finally:
+            ray.shutdown()
 
 
 def start_live_page(cfg: SweepConfig, store: Storage, watch: Watch) -> LiveSite | None:
@@ -253,13 +264,12 @@ def check_machine(cfg: SweepConfig, watch: Watch | None = None) -> None:
     """Before anything starts: a ``RAY_ADDRESS`` nothing answers at, a trial the Ray to be started here could not
     hold (``local_resources``), or multi-worker trials stopped early on a Ray started here without its dashboard
     (``state_api_need``), refused."""
-    from configkit import environ
-    from sweep.spec.resource_checks import STATE_API_FIX, local_resources, ray_address_problem, state_api_need
+    from sweep.spec.resource_checks import STATE_API_FIX, joins_a_cluster, local_resources, ray_address_problem, state_api_need
     from sweep.watch.live_server import default_watch
 
     if environ.RAY_ADDRESS.get() and (problem := ray_address_problem(environ.RAY_ADDRESS.get())):
         raise ConfigError(problem)  # before the bases' minutes: Ray joins that address only then
-    if not environ.RAY_ADDRESS.get() and not (watch or default_watch()).dashboard and (need := state_api_need(cfg)):
+    if not (watch or default_watch()).dashboard and (need := state_api_need(cfg)) and not joins_a_cluster():
         raise ConfigError(f"{need}. --no-dashboard (or {environ.GRPO_SWEEP_DASHBOARD.name}=0) keeps it off: drop it, {STATE_API_FIX}")
     here = local_resources()
     if here is not None:
@@ -276,13 +286,16 @@ def check_resources(cfg: SweepConfig, available: dict[str, float], holder: str =
 
 
 def check_state_api(cfg: SweepConfig) -> None:
-    """Once Ray has started or been joined: multi-worker trials stopped early need its state API (``state_api_need``)."""
-    from configkit import environ
+    """Once Ray has started or been joined: multi-worker trials stopped early need its state API (``state_api_need``),
+    asked as Ray Train's cleaner asks it, from the head node."""
     from configkit.redact import redact_uri
-    from sweep.spec.resource_checks import STATE_API_FIX, state_api_need, state_api_problem
+    from sweep.spec.resource_checks import STATE_API_FIX, joins_a_cluster, state_api_need, state_api_problem_on_head
 
-    if (need := state_api_need(cfg)) and (problem := state_api_problem()):
-        address = environ.RAY_ADDRESS.get()
-        where = (f"the Ray cluster at {redact_uri(address)}: start its head with Ray's dashboard (ray start --head --include-dashboard=true, "
-                 "ray[default] installed)") if address else "the Ray started here: install ray[default], which its dashboard needs"
-        raise ConfigError(f"{need}. {problem} on {where}, {STATE_API_FIX}")
+    if (need := state_api_need(cfg)) and (problem := state_api_problem_on_head()):
+        if joins_a_cluster():
+            address = environ.RAY_ADDRESS.get()
+            cluster = f"at {redact_uri(address)}" if address else "that `ray start` began on this machine"
+            where = f"the Ray cluster {cluster}: start its head with Ray's dashboard (ray start --head --include-dashboard=true), "
+        else:
+            where = "the Ray started here: "
+        raise ConfigError(f"{need}. {problem}, on {where}{STATE_API_FIX}")

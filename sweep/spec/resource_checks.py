@@ -84,13 +84,10 @@ def local_resources() -> dict[str, float] | None:
     before the base evals' minutes; None where it cannot be read here (a cluster at ``RAY_ADDRESS``, resources
     overridden for Ray, a cluster ``ray start`` began here, which ``ray.init()`` joins, or a Ray whose detection moved):
     the check then runs once Ray has started, as before."""
-    if environ.RAY_ADDRESS.get() or environ.RAY_OVERRIDE_RESOURCES.get():
+    if joins_a_cluster() or environ.RAY_OVERRIDE_RESOURCES.get():
         return None
     try:  # Ray's private detection, pinned with Ray (2.60); its absence only delays the check
-        from ray._private import accelerators, services, utils
-
-        if services.find_bootstrap_address(None):  # a cluster `ray start` left here: ray.init() joins it, with its nodes
-            return None
+        from ray._private import accelerators, utils
 
         gpus = accelerators.get_accelerator_manager_for_resource("GPU")
         count = gpus.get_current_node_num_accelerators()
@@ -208,16 +205,43 @@ def state_api_need(cfg: SweepConfig) -> str | None:
 STATE_API_FIX = "or set workers_per_trial: 1, or scheduler.type: fifo with stopping.zero_signal.enabled: false"
 
 
+def joins_a_cluster() -> bool:
+    """Does ``ray.init()`` here join a running cluster (``RAY_ADDRESS`` other than ``local``, or one ``ray start`` began on this
+    machine) rather than start a Ray of its own?"""
+    address = environ.RAY_ADDRESS.get()
+    if address:
+        return address != "local"
+    try:  # Ray's private lookup of the cluster `ray start` left here, pinned with Ray (2.60)
+        from ray._private import services
+
+        return services.find_bootstrap_address(None) is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def state_api_problem() -> str | None:
-    """Why Ray's state API does not answer for the Ray this process has joined (no dashboard, or its dependencies
-    missing), or None. It must name this process's node: a state API found elsewhere (Ray's default address is
-    127.0.0.1:8265, another Ray's dashboard there) would answer for another cluster."""
+    """Why Ray's state API does not answer for the Ray this process belongs to, or None. It must name this process's node:
+    the API is found through ``RAY_API_SERVER_ADDRESS``, ``RAY_ADDRESS`` or a Ray found on this machine, any of which can
+    be another cluster's."""
     import ray
     from ray.util.state import list_nodes
 
     mine = ray.get_runtime_context().get_node_id()
     try:
         found = list_nodes(filters=[("node_id", "=", mine)], timeout=10, raise_on_missing_output=False)
-    except Exception as exc:  # noqa: BLE001 - Ray's state client raises its own kinds (ServerUnavailable, RayStateApiException)
-        return f"Ray's state API does not answer ({type(exc).__name__}: no dashboard)"
-    return None if found else "Ray's state API answers for another Ray cluster (a dashboard at Ray's default address)"
+    except Exception as exc:  # noqa: BLE001 - Ray's state client raises its own kinds (ServerUnavailable, ConnectionError...)
+        said = " ".join(str(exc).split())
+        return f"Ray's state API does not answer ({type(exc).__name__}: {said[:200]}{'...' if len(said) > 200 else ''})"
+    return None if found else "Ray's state API found from here answers for another Ray cluster"
+
+
+def state_api_problem_on_head(timeout_s: float = 120.0) -> str | None:
+    """``state_api_problem`` asked where Ray Train's cleaner asks: a process on the head node, as that detached actor runs."""
+    import ray
+    from ray._common.constants import HEAD_NODE_RESOURCE_NAME  # the resource Ray Train's cleaner asks for (Ray 2.60)
+
+    probe = ray.remote(num_cpus=0, resources={HEAD_NODE_RESOURCE_NAME: 0.001})(state_api_problem)
+    try:
+        return ray.get(probe.remote(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        return f"no process on the head node answered within {timeout_s:g} s"

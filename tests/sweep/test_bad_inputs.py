@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -586,7 +587,18 @@ def test_run_refuses_multi_worker_trials_stopped_early_without_the_dashboard(tmp
                          "= 2 with scheduler.type = 'median' and stopping.zero_signal.enabled = true: "}.items():
         code, out, err = run_main(["run", "space.yaml", *two, *extra], capsys)
         assert_refused(code, out, err, (named, fix), tmp_path, started)
+    with monkeypatch.context() as local:
+        local.setenv("RAY_ADDRESS", "local")  # Ray's word for a Ray of its own started here
+        code, out, err = run_main(["run", "space.yaml", *two], capsys)
+        assert_refused(code, out, err, (fix,), tmp_path, started)
     code, out, err = run_main(["run", "space.yaml", *two, "--set", "scheduler.type=fifo"], capsys)
+    assert code == 0 and started == ["environment", "bases", "base evals", "tune"], (code, err)
+    started.clear()
+    with socket.socket() as head:  # a cluster joined: its head's dashboard is its own, --no-dashboard changes nothing
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{head.getsockname()[1]}")
+        code, out, err = run_main(["run", "space.yaml", *two], capsys)
     assert code == 0 and started == ["environment", "bases", "base evals", "tune"], (code, err)
 
 

@@ -44,13 +44,15 @@ def ray_session(tiny_base: str) -> Iterator[None]:
 def local_ray(num_cpus: int, num_gpus: int = 0, runtime_env: dict[str, Any] | None = None, dashboard: bool = False) -> Iterator[None]:
     """A local Ray with these resources (GPUs declared: Ray hands out their ids as for real ones) and the job's
     ``runtime_env`` (every worker's); with ``dashboard``, Ray's dashboard on 127.0.0.1 (any free port), which serves
-    Ray's state API."""
+    Ray's state API, named in ``RAY_API_SERVER_ADDRESS`` for every process of it."""
     import ray
 
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "RAY_API_SERVER_ADDRESS")}
     os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     where = {"dashboard_host": "127.0.0.1", "dashboard_port": free_port()} if dashboard else {}
+    if dashboard:  # as sweep.run.local_ray names it: with another test's Ray on this machine, Ray cannot guess which is ours
+        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{where['dashboard_port']}"
     ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=dashboard, **where, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
     try:
         yield
