@@ -26,6 +26,8 @@ def parsed(text: str, damaged: Callable[[str], str], problem: Callable[[Any], st
         raise ConfigError(damaged(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")) from None
     except RecursionError:
         raise ConfigError(damaged("nested too deep to read")) from None
+    except ValueError as exc:  # JSON Python will not read: a whole number of more than 4300 digits
+        raise ConfigError(damaged(f"not readable: {exc}")) from None
     if problem is not None and (why := problem(data)):
         raise ConfigError(damaged(why))
     return data

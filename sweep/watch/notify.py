@@ -128,7 +128,11 @@ class SweepNotifier(Callback):
     def stop_reason(self, trial) -> str:
         steps = int(trial.last_result.get("training_iteration", 0))
         status = fate(steps, self.total_steps, self.variances[trial.trial_id], self.zero_signal)
-        return {"finished": status, "zero signal": f"stopped at step {steps}: zero signal"}.get(status, f"stopped early at step {steps} (scheduler)")
+        if status == "finished":
+            return status
+        if status == "zero signal":
+            return f"stopped at step {steps}: zero signal"
+        return f"stopped early at step {steps} (scheduler)"
 
     def summary(self, trial) -> str:
         value = shown(trial.last_result, self.metric)
