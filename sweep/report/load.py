@@ -306,30 +306,26 @@ def refuse_shared_ids(store: SweepStore, trials: list[TrialData]) -> None:
 
 def sweep_of(store: SweepStore, trials: list[TrialData], board: list[dict[str, Any]] | None, keys: list[str]) -> SweepData:
     """The sweep from its trials and (when there is one) its leaderboard: each trial's ``status`` there is its fate."""
-    saved = _json_file(store, "sweep_config.json", {}, lambda data: saved_config_problem(data) or _zero_signal_problem(data))
+    saved = _json_file(store, "sweep_config.json", {}, saved_config_problem)
+    zero_signal = _zero_signal_rule(store, saved)
     confirmation = _json_file(store, CONFIRMATION, None, confirmation_problem)
     return SweepData(store.uri, store.name, trials, board, keys, (saved.get("scheduler") or {}).get("type"), saved, confirmation,
-                     zero_signal=_zero_signal_rule(saved))
+                     zero_signal=zero_signal)
 
 
-def _zero_signal_problem(saved: dict[str, Any]) -> str | None:
-    """The saved config's zero-signal rule, which the report applies to trials that ended early (absent: none)."""
+def _zero_signal_rule(store: SweepStore, saved: dict[str, Any]) -> tuple[float, int] | None:
+    """``(threshold, patience)`` of the saved config's zero-signal rule, which the report applies to trials that ended
+    early; None when it is off or the config predates it. A rule of another shape names the file."""
     from pydantic import ValidationError
 
+    from sweep.spec.config import ZeroSignalConfig
+
     try:
-        _zero_signal_rule(saved)
+        return ZeroSignalConfig.model_validate((saved.get("stopping") or {}).get("zero_signal") or {}).rule()
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(["stopping.zero_signal", *(str(p) for p in first["loc"])])
-        return f"'{key}' = {first.get('input')!r}: {first['msg']}"
-    return None
-
-
-def _zero_signal_rule(saved: dict[str, Any]) -> tuple[float, int] | None:
-    """``(threshold, patience)`` of the saved config's zero-signal rule; None when it is off or the config predates it."""
-    from sweep.spec.config import ZeroSignalConfig
-
-    return ZeroSignalConfig.model_validate((saved.get("stopping") or {}).get("zero_signal") or {}).rule()
+        raise ConfigError(_damaged(store, "sweep_config.json", f"'{key}' = {first.get('input')!r}: {first['msg']}")) from None
 
 
 def uses_eval(sweep: SweepData) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from configkit import environ
 from tests.conftest import TEST_MODEL
 from tests.support.ports import free_port
 
@@ -48,11 +49,11 @@ def local_ray(num_cpus: int, num_gpus: int = 0, runtime_env: dict[str, Any] | No
     import ray
 
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "RAY_API_SERVER_ADDRESS")}
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", environ.RAY_API_SERVER_ADDRESS.name)}
     os.environ.update(RAY_TMPDIR=tmp, RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     where = {"dashboard_host": "127.0.0.1", "dashboard_port": free_port()} if dashboard else {}
     if dashboard:  # as sweep.run.local_ray names it: with another test's Ray on this machine, Ray cannot guess which is ours
-        os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{where['dashboard_port']}"
+        os.environ[environ.RAY_API_SERVER_ADDRESS.name] = f"http://127.0.0.1:{where['dashboard_port']}"
     ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=dashboard, **where, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
     try:
         yield
